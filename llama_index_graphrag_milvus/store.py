@@ -1,0 +1,529 @@
+"""MilvusGraphStore: entities, relations and passages in three Milvus collections.
+
+Milvus is the single source of truth. A relation row holds its subject and object entity ids; a passage
+row holds its text, `ref_doc_id`, metadata and the ids of the relations it states (the relation→passage
+edges live on the passage side: a passage states a bounded number of relations, while a relation may be
+stated by any number of passages, and an edge is then written once, atomically with its passage).
+The sparse adjacency (`GraphCache`) is rebuilt from these rows when the store opens and kept current on
+every write.
+
+The passages collection is a standard LlamaIndex Milvus collection: `store.vector_store` is a
+`MilvusVectorStore` over it, so plain vector RAG runs on the very same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+from llama_index.vector_stores.milvus import MilvusVectorStore
+from pymilvus import DataType, MilvusClient
+
+from llama_index_graphrag_milvus.graph import Graph, GraphCache
+from llama_index_graphrag_milvus.schema import (
+    MAX_NAME_LENGTH,
+    ScoredRelation,
+    Triplet,
+    chunked,
+    entity_id,
+    normalize_name,
+    passage_id,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_URI = "./graphrag_milvus.db"
+_ID_BATCH = 1000  # ids per `in [...]` filter
+_READ_BATCH = 16384  # rows per page when rebuilding the adjacency
+_PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class GraphStoreError(RuntimeError):
+    """A store cannot be opened or written as asked; the message says how to fix it."""
+
+
+def milvus_literal(value: str) -> str:
+    """A Milvus filter string literal for `value`, escaped so that it can never widen an expression."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string id, got {type(value).__name__}")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _int_list(values: Iterable[int]) -> str:
+    return "[" + ",".join(str(int(v)) for v in values) + "]"
+
+
+def _is_local_path(uri: str) -> bool:
+    return "://" not in uri
+
+
+# Milvus Lite runs one embedded server per database path and process; it holds a file lock until it is
+# released. Stores sharing a path in one process share that server, so it is released with the last.
+_lite_users: Dict[str, int] = {}
+_lite_lock = threading.Lock()
+
+
+def _lite_acquire(path: str) -> None:
+    with _lite_lock:
+        _lite_users[path] = _lite_users.get(path, 0) + 1
+
+
+def _lite_release(path: str) -> None:
+    with _lite_lock:
+        _lite_users[path] -= 1
+        if _lite_users[path] > 0:
+            return
+        del _lite_users[path]
+    from milvus_lite.server_manager import server_manager_instance
+
+    server_manager_instance.release_server(path)
+
+
+def _held_by_another_process(path: str) -> bool:
+    """Whether another process holds the Milvus Lite lock on `path`."""
+    import fcntl
+
+    lock_file = Path(path) / "LOCK"
+    if not lock_file.exists():
+        return False
+    with open(lock_file, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def _resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
+    """The given model; else `Settings.embed_model` if set or OpenAI is usable; else the bundled MiniLM."""
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    if Settings._embed_model is not None or os.environ.get("OPENAI_API_KEY"):
+        return Settings.embed_model
+    try:
+        from llama_index_graphrag_milvus.embeddings import local_embed_model
+
+        return local_embed_model()
+    except ImportError as exc:
+        raise GraphStoreError(
+            "No embed_model was given, Settings.embed_model is unset and OPENAI_API_KEY is not set. "
+            "Pass embed_model=..., set OPENAI_API_KEY, or install the offline embedder: "
+            "pip install 'llama-index-graphrag-milvus[local]'"
+        ) from exc
+
+
+class MilvusGraphStore:
+    """Entities, relations and passages of a Graph RAG index, in Milvus.
+
+    Args:
+        uri: A Milvus Lite database path (the default, no server needed), or the URI of a Milvus server,
+            a Milvus cluster or Zilliz Cloud.
+        token: The token of a Milvus server or Zilliz Cloud ("user:password" or an API key).
+        embed_model: The embedding model for entity names, relation sentences and passages.
+            Defaults to `Settings.embed_model` when it is set or OPENAI_API_KEY is, else to the bundled
+            offline MiniLM (the `local` extra).
+        collection_prefix: The three collections are `{prefix}_entities`, `{prefix}_relations` and
+            `{prefix}_passages`; stores with different prefixes never see each other's rows.
+        dim: The embedding dimension; found by embedding a probe text when not given.
+        batch_size: Rows per embedding call and per Milvus insert.
+        index_config: The vector index of the three collections (Milvus `add_index` arguments).
+        overwrite: Drop the three collections first.
+        **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
+    """
+
+    def __init__(
+        self,
+        uri: str = DEFAULT_URI,
+        token: str = "",
+        embed_model: Optional[BaseEmbedding] = None,
+        collection_prefix: str = "graphrag",
+        *,
+        dim: Optional[int] = None,
+        batch_size: int = 256,
+        index_config: Optional[Dict[str, Any]] = None,
+        overwrite: bool = False,
+        **client_kwargs: Any,
+    ) -> None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,200}", collection_prefix):
+            raise GraphStoreError(
+                f"collection_prefix {collection_prefix!r} is not a valid Milvus collection name start: "
+                "use letters, digits and underscores, starting with a letter or underscore."
+            )
+        self.uri = uri
+        self.collection_prefix = collection_prefix
+        self.embed_model = _resolve_embed_model(embed_model)
+        self.batch_size = batch_size
+        self.entities_collection = f"{collection_prefix}_entities"
+        self.relations_collection = f"{collection_prefix}_relations"
+        self.passages_collection = f"{collection_prefix}_passages"
+        self._index_config = index_config or {"index_type": "AUTOINDEX"}
+        self._dim = dim or len(self.embed_model.get_text_embedding("dimension probe"))
+        self._write_lock = threading.Lock()
+        self._lite_path: Optional[str] = None
+        if _is_local_path(uri):
+            path = Path(uri).expanduser().resolve()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.uri = uri = str(path)
+        self.vector_store = self._open_vector_store(token, overwrite, client_kwargs)
+        self.client: MilvusClient = self.vector_store.client
+        if _is_local_path(uri):
+            self._lite_path = uri
+            _lite_acquire(uri)
+        self._cache = GraphCache()
+        self._names: Dict[str, int] = {}  # normalized entity name -> entity id
+        try:
+            self._create_collections()
+            self._check_dimensions()
+            for name in (self.entities_collection, self.relations_collection, self.passages_collection):
+                self.client.load_collection(name)
+            self._load_cache()
+        except BaseException:
+            self.close()
+            raise
+
+    # opening ------------------------------------------------------------------------------------
+    def _open_vector_store(self, token: str, overwrite: bool, client_kwargs: Dict[str, Any]) -> MilvusVectorStore:
+        try:
+            if overwrite:
+                client = MilvusClient(uri=self.uri, token=token, **client_kwargs)
+                for name in (self.entities_collection, self.relations_collection, self.passages_collection):
+                    client.drop_collection(name)
+                client.close()
+            return MilvusVectorStore(
+                uri=self.uri,
+                token=token,
+                collection_name=self.passages_collection,
+                dim=self._dim,
+                similarity_metric="COSINE",
+                index_config=dict(self._index_config),
+                use_async_client=False,
+                upsert_mode=True,
+                **client_kwargs,
+            )
+        except Exception as exc:
+            if _is_local_path(self.uri) and _held_by_another_process(self.uri):
+                raise GraphStoreError(
+                    f"The Milvus Lite database {self.uri!r} is open in another process. Close the store "
+                    "there (store.close()) or use another path: Milvus Lite allows one process per path."
+                ) from exc
+            raise
+
+    def _create_collections(self) -> None:
+        client = self.client
+        existing = set(client.list_collections())
+        if self.entities_collection not in existing:
+            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("id", DataType.INT64, is_primary=True)
+            schema.add_field("name", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=self._dim)
+            self._create(self.entities_collection, schema)
+        if self.relations_collection not in existing:
+            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("id", DataType.INT64, is_primary=True)
+            schema.add_field("subject_id", DataType.INT64)
+            schema.add_field("object_id", DataType.INT64)
+            schema.add_field("entity_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=2)
+            schema.add_field("subject", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+            schema.add_field("predicate", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+            schema.add_field("object", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=self._dim)
+            self._create(self.relations_collection, schema)
+
+    def _create(self, name: str, schema: Any) -> None:
+        index_params = self.client.prepare_index_params()
+        config = dict(self._index_config)
+        index_params.add_index(
+            field_name="embedding",
+            index_type=config.pop("index_type", "AUTOINDEX"),
+            metric_type=config.pop("metric_type", "COSINE"),
+            params=config or None,
+        )
+        self.client.create_collection(name, schema=schema, index_params=index_params)
+
+    def _check_dimensions(self) -> None:
+        for name in (self.entities_collection, self.relations_collection, self.passages_collection):
+            info = self.client.describe_collection(name)
+            for fld in info["fields"]:
+                if fld["type"] == DataType.FLOAT_VECTOR:
+                    dim = int(fld["params"]["dim"])
+                    if dim != self._dim:
+                        raise GraphStoreError(
+                            f"Collection {name!r} at {self.uri!r} holds {dim}-dimensional vectors, but the "
+                            f"embed model gives {self._dim}. Use the embed model the collection was built "
+                            "with, or another collection_prefix (or overwrite=True to rebuild it)."
+                        )
+
+    def _iterate(self, collection: str, fields: List[str]) -> Iterable[Dict[str, Any]]:
+        iterator = self.client.query_iterator(collection, batch_size=_READ_BATCH, output_fields=fields)
+        try:
+            while True:
+                page = iterator.next()
+                if not page:
+                    return
+                yield from page
+        finally:
+            iterator.close()
+
+    def _load_cache(self) -> None:
+        """Rebuild the adjacency and the entity-name index from Milvus."""
+        relations = self._iterate(self.relations_collection, ["id", "subject_id", "object_id"])
+        self._cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in relations)
+        passages = self._iterate(self.passages_collection, ["id", "relation_ids"])
+        self._cache.add_passages((p["id"], p.get("relation_ids") or []) for p in passages)
+        for row in self._iterate(self.entities_collection, ["id", "name"]):
+            self._names[normalize_name(row["name"])] = row["id"]
+
+    # writing ------------------------------------------------------------------------------------
+    def add(self, nodes: Sequence[BaseNode], triplets: Sequence[Sequence[Triplet]]) -> List[str]:
+        """Store passage nodes with their triplets; return the passage ids.
+
+        Idempotent: a passage already stored with the same relations is skipped, and known entities and
+        relations are not embedded again. Writes go entities, then relations, then passages, so that an
+        interrupted call never leaves a passage pointing at a relation that is not stored.
+        """
+        if len(nodes) != len(triplets):
+            raise ValueError(f"got {len(nodes)} nodes but {len(triplets)} triplet lists")
+        with self._write_lock:
+            return self._add(nodes, triplets)
+
+    def _add(self, nodes: Sequence[BaseNode], triplets: Sequence[Sequence[Triplet]]) -> List[str]:
+        cache = self._cache
+        pids = [passage_id(n.ref_doc_id or n.node_id, n.get_content(MetadataMode.NONE)) for n in nodes]
+        todo: Dict[str, Tuple[BaseNode, List[Triplet]]] = {}
+        for pid, node, node_triplets in zip(pids, nodes, triplets):
+            if cache.passage_relations(pid) == {t.id for t in node_triplets}:
+                continue  # stored already, with the same relations
+            todo[pid] = (node, list(node_triplets))
+        if not todo:
+            return pids
+        replaced = [pid for pid in todo if cache.has_passage(pid)]
+        orphans = cache.remove_passages(replaced) if replaced else ([], [])
+
+        entities: Dict[int, str] = {}
+        relations: Dict[int, Triplet] = {}
+        for _, node_triplets in todo.values():
+            for t in node_triplets:
+                relations.setdefault(t.id, t)
+                entities.setdefault(entity_id(t.subject), t.subject)
+                entities.setdefault(entity_id(t.object), t.object)
+        new_entities = {e: n for e, n in entities.items() if not cache.has_entity(e)}
+        new_relations = {r: t for r, t in relations.items() if not cache.has_relation(r)}
+
+        self._upsert_embedded(
+            self.entities_collection,
+            [{"id": e, "name": name} for e, name in new_entities.items()],
+            list(new_entities.values()),
+        )
+        for eid, name in new_entities.items():
+            self._names.setdefault(normalize_name(name), eid)
+        rows = []
+        for rid, t in new_relations.items():
+            subj, obj = entity_id(t.subject), entity_id(t.object)
+            rows.append(
+                {
+                    "id": rid,
+                    "subject_id": subj,
+                    "object_id": obj,
+                    "entity_ids": [subj, obj],
+                    "subject": t.subject,
+                    "predicate": t.predicate,
+                    "object": t.object,
+                }
+            )
+        self._upsert_embedded(self.relations_collection, rows, [t.text for t in new_relations.values()])
+        cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in rows)
+
+        items = list(todo.items())
+        missing = [i for i, (_, (node, _)) in enumerate(items) if node.embedding is None]
+        texts = [items[i][1][0].get_content(metadata_mode=MetadataMode.EMBED) for i in missing]
+        vectors = dict(zip(missing, self._embed(texts)))
+        rows = []
+        for i, (pid, (node, node_triplets)) in enumerate(items):
+            row = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
+            row.update(
+                id=pid,
+                text=node.get_content(MetadataMode.NONE),
+                embedding=vectors.get(i, node.embedding),
+                relation_ids=[t.id for t in node_triplets],
+            )
+            rows.append(row)
+        for batch in chunked(rows, self.batch_size):
+            self.client.upsert(self.passages_collection, batch)
+            cache.add_passages((r["id"], r["relation_ids"]) for r in batch)
+
+        self._delete_orphans(*orphans)
+        return pids
+
+    def _embed(self, texts: List[str]) -> List[List[float]]:
+        vectors: List[List[float]] = []
+        for batch in chunked(texts, self.batch_size):
+            vectors.extend(self.embed_model.get_text_embedding_batch(list(batch)))
+        return vectors
+
+    def _upsert_embedded(self, collection: str, rows: List[Dict[str, Any]], texts: List[str]) -> None:
+        for row_batch, text_batch in zip(chunked(rows, self.batch_size), chunked(texts, self.batch_size)):
+            vectors = self.embed_model.get_text_embedding_batch(list(text_batch))
+            for row, vector in zip(row_batch, vectors):
+                row["embedding"] = vector
+            self.client.upsert(collection, row_batch)
+
+    def _delete_orphans(self, relation_ids: List[int], entity_ids: List[int]) -> None:
+        relation_ids = [r for r in relation_ids if not self._cache.has_relation(r)]
+        entity_ids = [e for e in entity_ids if not self._cache.has_entity(e)]
+        for batch in chunked(relation_ids, _ID_BATCH):
+            self.client.delete(self.relations_collection, filter=f"id in {_int_list(batch)}")
+        for batch in chunked(entity_ids, _ID_BATCH):
+            self.client.delete(self.entities_collection, filter=f"id in {_int_list(batch)}")
+        if entity_ids:
+            dropped = set(entity_ids)
+            self._names = {n: e for n, e in self._names.items() if e not in dropped}
+
+    def delete(self, ref_doc_id: str) -> None:
+        """Delete a document: its passages, the relations no other passage states, and the entities left
+        with no relation. The adjacency follows."""
+        with self._write_lock:
+            rows = self.client.query(
+                self.passages_collection, filter=f"doc_id == {milvus_literal(ref_doc_id)}", output_fields=["id"]
+            )
+            pids = [r["id"] for r in rows]
+            if not pids:
+                return
+            orphans = self._cache.remove_passages(pids)
+            for batch in chunked(pids, _ID_BATCH):
+                literals = ",".join(milvus_literal(p) for p in batch)
+                self.client.delete(self.passages_collection, filter=f"id in [{literals}]")
+            self._delete_orphans(*orphans)
+
+    # reading ------------------------------------------------------------------------------------
+    @property
+    def graph(self) -> Graph:
+        """An immutable snapshot of the adjacency."""
+        return self._cache.snapshot()
+
+    @property
+    def cache(self) -> GraphCache:
+        """The in-memory adjacency (positions ↔ ids)."""
+        return self._cache
+
+    def count(self) -> Dict[str, int]:
+        """Rows stored in each collection, as Milvus counts them."""
+        counts = {}
+        for kind, name in (
+            ("entities", self.entities_collection),
+            ("relations", self.relations_collection),
+            ("passages", self.passages_collection),
+        ):
+            counts[kind] = int(self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"])
+        return counts
+
+    def match_entities(self, text: str, max_words: int = 6) -> List[str]:
+        """Known entity names occurring in `text` (longest matches first, non-overlapping)."""
+        words = [normalize_name(w) for w in _WORD.findall(text)]
+        found: List[str] = []
+        i = 0
+        while i < len(words):
+            for n in range(min(max_words, len(words) - i), 0, -1):
+                candidate = " ".join(words[i : i + n])
+                if candidate in self._names and not (n == 1 and candidate in _STOPWORDS):
+                    found.append(candidate)
+                    i += n
+                    break
+            else:
+                i += 1
+        return list(dict.fromkeys(found))
+
+    def search_entities(self, vectors: List[List[float]], top_k: int) -> List[List[Tuple[int, str, float]]]:
+        """For each vector, the `top_k` nearest entities as (entity id, name, cosine)."""
+        if not vectors:
+            return []
+        results = self.client.search(
+            self.entities_collection, data=vectors, limit=top_k, output_fields=["name"], anns_field="embedding"
+        )
+        return [[(h["id"], h["entity"]["name"], float(h["distance"])) for h in hits] for hits in results]
+
+    def search_relations(
+        self, vector: List[float], top_k: int, among: Optional[Sequence[int]] = None
+    ) -> List[ScoredRelation]:
+        """The `top_k` relations nearest to `vector`, optionally only `among` the given relation ids."""
+        if among is not None and len(among) == 0:
+            return []
+        filter_ = "" if among is None else f"id in {_int_list(among)}"
+        limit = top_k if among is None else min(top_k, len(among))
+        hits = self.client.search(
+            self.relations_collection,
+            data=[vector],
+            filter=filter_,
+            limit=limit,
+            output_fields=["subject", "predicate", "object"],
+            anns_field="embedding",
+        )[0]
+        return [
+            ScoredRelation(
+                id=h["id"],
+                subject=h["entity"]["subject"],
+                predicate=h["entity"]["predicate"],
+                object=h["entity"]["object"],
+                score=float(h["distance"]),
+                passage_ids=self._cache.passages_of_relation(h["id"]),
+            )
+            for h in hits
+        ]
+
+    def search_passages(self, vector: List[float], top_k: int) -> List[NodeWithScore]:
+        """Plain dense retrieval of passages (the vector RAG baseline, on the same rows)."""
+        hits = self.client.search(
+            self.passages_collection, data=[vector], limit=top_k, output_fields=_PASSAGE_FIELDS,
+            anns_field="embedding",
+        )[0]
+        return [NodeWithScore(node=self._to_node(h["entity"]), score=float(h["distance"])) for h in hits]
+
+    def get_passages(self, passage_ids: Sequence[str]) -> Dict[str, BaseNode]:
+        """Passage nodes by passage id, as they were ingested (node id, text and metadata)."""
+        found: Dict[str, BaseNode] = {}
+        for batch in chunked(list(passage_ids), _ID_BATCH):
+            literals = ",".join(milvus_literal(p) for p in batch)
+            for row in self.client.query(
+                self.passages_collection, filter=f"id in [{literals}]", output_fields=_PASSAGE_FIELDS
+            ):
+                found[row["id"]] = self._to_node(row)
+        return found
+
+    @staticmethod
+    def _to_node(row: Dict[str, Any]) -> BaseNode:
+        return metadata_dict_to_node(row, text=row["text"])
+
+    def close(self) -> None:
+        """Release the database, so that another store or process can open it. Idempotent."""
+        if self.client is None:
+            return
+        self.client.close()
+        self.client = None  # type: ignore[assignment]
+        if self._lite_path is not None:
+            _lite_release(self._lite_path)
+
+    def __enter__(self) -> "MilvusGraphStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MilvusGraphStore(uri={self.uri!r}, collection_prefix={self.collection_prefix!r})"
+
+
+_STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from had has have he her his how in is it its of on or "
+    "she that the their them they this to was were what when where which who whom whose why will with".split()
+)

@@ -1,0 +1,92 @@
+"""Shared fixtures: the real offline embedder, a fast hash embedder, a scripted LLM, fresh stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Callable, List, Optional, Sequence
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.pop("OPENAI_API_KEY", None)
+
+from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+
+from llama_index_graphrag_milvus import MilvusGraphStore
+from llama_index_graphrag_milvus.embeddings import HashEmbedding, local_embed_model
+
+
+class ScriptedLLM(CustomLLM):
+    """A fake LLM: `script(prompt) -> answer`. Records every prompt it was given."""
+
+    script: Callable[[str], str]
+    prompts: List[str] = []
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        return CompletionResponse(text=self.script(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt)
+
+
+def offered_lines(prompt: str) -> List[str]:
+    """The `[n] text` candidate lines of the real task in a rerank prompt (after the example)."""
+    task = prompt.split("Now the real task.", 1)[-1]
+    return re.findall(r"^\[\d+\] .*$", task, flags=re.M)
+
+
+def graph_llm(mentions: Sequence[str], chosen: Sequence[str], answer: str = "fluid dynamics") -> ScriptedLLM:
+    """An LLM that names `mentions` for NER, picks the offered lines containing each of `chosen` for
+    rerank (in that order), and otherwise answers `answer`."""
+
+    def script(prompt: str) -> str:
+        if '"named_entities"' in prompt:
+            return json.dumps({"named_entities": list(mentions)})
+        if '"useful_relationships"' in prompt:
+            lines = offered_lines(prompt)
+            picked = [line for want in chosen for line in lines if want.lower() in line.lower()]
+            return json.dumps({"thought_process": "follow the chain", "useful_relationships": picked})
+        return answer
+
+    return ScriptedLLM(script=script, prompts=[])
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    return local_embed_model()
+
+
+@pytest.fixture
+def hash_embed():
+    return HashEmbedding(dim=64)
+
+
+@pytest.fixture
+def make_store(tmp_path, hash_embed):
+    """Open stores on a fresh Milvus Lite path; all are closed after the test."""
+    opened: List[MilvusGraphStore] = []
+
+    def make(embed_model: Optional[Any] = None, uri: Optional[str] = None, **kwargs: Any) -> MilvusGraphStore:
+        store = MilvusGraphStore(
+            uri=uri or str(tmp_path / "graph.db"), embed_model=embed_model or hash_embed, **kwargs
+        )
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        try:
+            store.close()
+        except Exception:
+            pass

@@ -1,0 +1,145 @@
+"""The store: reopening, idempotent ingest, deletes, clear errors, escaped filters."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import TextNode
+
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError
+from llama_index_graphrag_milvus.embeddings import HashEmbedding
+from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
+
+QUESTION = "Who taught Leonhard Euler at the University of Basel?"
+
+
+def ingest(store, documents=None):
+    pipeline = IngestionPipeline(transformations=[SentenceSplitter(), GraphRAGTransform(store=store)])
+    return pipeline.run(documents=documents or bernoulli_documents())
+
+
+def retrieved(store, question=QUESTION, k=3):
+    return [n.node.node_id for n in GraphRAGRetriever(store=store, similarity_top_k=k).retrieve(question)]
+
+
+def test_ingest_writes_entities_relations_and_passages(make_store):
+    store = make_store()
+    ingest(store)
+    # 22 distinct triplets; "leonhard Euler" and "Leonhard Euler" are one entity
+    assert store.count() == {"entities": 21, "relations": 22, "passages": 5}
+    assert store.cache.counts() == store.count()
+
+
+def test_running_the_pipeline_twice_changes_no_row_count(make_store):
+    store = make_store()
+    ingest(store)
+    before = store.count()
+    ingest(store)  # SentenceSplitter gives new random node ids; passage ids come from content
+    assert store.count() == before
+
+
+def test_a_second_store_on_the_same_path_retrieves_the_same_passages(make_store, tmp_path):
+    uri = str(tmp_path / "reopen.db")
+    first = make_store(uri=uri)
+    ingest(first)
+    expected = retrieved(first)
+    first.close()
+
+    second = make_store(uri=uri)
+    assert second.count() == {"entities": 21, "relations": 22, "passages": 5}
+    assert second.cache.counts() == second.count()
+    assert retrieved(second) == expected
+
+
+def test_a_new_process_retrieves_the_same_passages(make_store, tmp_path):
+    uri = str(tmp_path / "process.db")
+    store = make_store(uri=uri)
+    ingest(store)
+    expected = retrieved(store)
+    store.close()
+    script = textwrap.dedent(
+        f"""
+        from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusGraphStore
+        from llama_index_graphrag_milvus.embeddings import HashEmbedding
+        store = MilvusGraphStore(uri={uri!r}, embed_model=HashEmbedding(dim=64))
+        hits = GraphRAGRetriever(store=store, similarity_top_k=3).retrieve({QUESTION!r})
+        print("|".join(n.node.node_id for n in hits))
+        store.close()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1].split("|") == expected
+
+
+def test_a_path_held_by_another_process_gives_a_clear_error(make_store, tmp_path):
+    uri = str(tmp_path / "locked.db")
+    make_store(uri=uri).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from llama_index_graphrag_milvus import MilvusGraphStore
+            from llama_index_graphrag_milvus.embeddings import HashEmbedding
+            store = MilvusGraphStore(uri={uri!r}, embed_model=HashEmbedding(dim=64))
+            print("open", flush=True)
+            sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(GraphStoreError) as err:
+            make_store(uri=uri)
+        assert "open in another process" in str(err.value) and uri in str(err.value)
+    finally:
+        holder.communicate("", timeout=120)
+
+
+def test_an_embedder_of_another_dimension_is_refused_and_nothing_is_touched(make_store, tmp_path):
+    uri = str(tmp_path / "dims.db")
+    store = make_store(uri=uri)
+    ingest(store)
+    store.close()
+    with pytest.raises(GraphStoreError) as err:
+        make_store(uri=uri, embed_model=HashEmbedding(dim=32))
+    assert "64-dimensional" in str(err.value) and "gives 32" in str(err.value)
+    assert make_store(uri=uri).count() == {"entities": 21, "relations": 22, "passages": 5}
+
+
+def test_delete_removes_the_document_and_what_only_it_supported(make_store):
+    store = make_store()
+    ingest(store)
+    store.delete("bernoulli-daniel")
+    # Daniel's 5 relations go, and 5 of its 6 entities: "Johann Bernoulli" is still used elsewhere
+    assert store.count() == {"entities": 16, "relations": 17, "passages": 4}
+    assert store.cache.counts() == store.count()
+    assert "bernoulli-daniel" not in {
+        n.node.ref_doc_id for n in GraphRAGRetriever(store=store, similarity_top_k=4).retrieve(EULER_QUESTION)
+    }
+
+
+def test_an_id_crafted_to_widen_a_filter_deletes_nothing(make_store):
+    store = make_store()
+    ingest(store)
+    before = store.count()
+    for evil in ['zzz"] or doc_id not in ["', 'x" or id != "', "x' or id != '", 'a\\" or 1==1 or "']:
+        store.delete(evil)
+    assert store.count() == before
+
+
+def test_names_with_quotes_backslashes_newlines_and_chinese_are_stored_and_found(make_store):
+    store = make_store()
+    weird = TextNode(
+        id_="weird",
+        text="周杰伦 wrote the song 'Say \"hi\"\\' with a line\nbreak.",
+        metadata={"triplets": [["周杰伦", "wrote", 'Say "hi"\\'], ['Say "hi"\\', "has", "line\nbreak"]]},
+    )
+    GraphRAGTransform(store=store)([weird])
+    assert store.count() == {"entities": 3, "relations": 2, "passages": 1}
+    assert store.match_entities("Which song did 周杰伦 write?") == ["周杰伦"]
+    [hit] = GraphRAGRetriever(store=store, similarity_top_k=1).retrieve("周杰伦")
+    assert hit.node.node_id == "weird"
+    assert hit.node.text == weird.text
