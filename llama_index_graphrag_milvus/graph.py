@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
@@ -51,12 +52,20 @@ class Graph:
     relation_entity: R×E, its transpose (CSR, so that a relation's entities are a row slice).
     relation_passage: R×P, 1 where the passage states the relation.
     passage_relation: P×R, its transpose.
+    entity_entity: E×E, symmetric, 1 where two entities are synonyms (near-identical embeddings).
     """
 
     entity_relation: sp.csr_matrix
     relation_entity: sp.csr_matrix
     relation_passage: sp.csr_matrix
     passage_relation: sp.csr_matrix
+    entity_entity: sp.csr_matrix
+
+    @cached_property
+    def passage_counts(self) -> np.ndarray:
+        """For each entity, the number of passages stating one of its relations."""
+        mentions = (self.entity_relation @ self.relation_passage).tocsr()
+        return np.diff(mentions.indptr)
 
     @property
     def shape(self) -> Tuple[int, int, int]:
@@ -68,6 +77,9 @@ class Graph:
 
     def entities_of_relations(self, relations: np.ndarray) -> np.ndarray:
         return np.unique(neighbours(self.relation_entity, relations))
+
+    def relations_of_passages(self, passages: np.ndarray) -> np.ndarray:
+        return np.unique(neighbours(self.passage_relation, passages))
 
     def passages_of_relation(self, relation: int) -> np.ndarray:
         matrix = self.relation_passage
@@ -97,18 +109,30 @@ def expand_from_relations(graph: Graph, relations: Sequence[int], degree: int) -
 
 
 class _Ids:
-    """A growable bijection between ids and dense positions."""
+    """A growable bijection between ids and dense positions; a removed id keeps its position, dead, and
+    gets a new one if it comes back."""
 
     def __init__(self) -> None:
         self.ids: list = []
         self.position: Dict = {}
+        self.live = bytearray()  # position -> 1 while the id is stored
 
     def add(self, key) -> int:
         pos = self.position.get(key)
         if pos is None:
             pos = self.position[key] = len(self.ids)
             self.ids.append(key)
+            self.live.append(1)
         return pos
+
+    def remove(self, key) -> None:
+        pos = self.position.pop(key, None)
+        if pos is not None:
+            self.live[pos] = 0
+
+    def mask(self) -> np.ndarray:
+        """A boolean mask over positions: True where the id is stored."""
+        return np.frombuffer(bytes(self.live), dtype=np.uint8).astype(bool)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -128,8 +152,8 @@ class GraphCache:
         self.passages = _Ids()
         self._subject: List[int] = []  # relation position -> entity position
         self._object: List[int] = []
-        self._alive = bytearray()  # relation position -> 1 while the relation is stored
         self._passage_relations: Dict[int, np.ndarray] = {}  # passage position -> relation positions
+        self._synonyms: List[Tuple[int, int]] = []  # pairs of entity positions
         self._snapshot: Graph | None = None
 
     # writes -------------------------------------------------------------------------------------
@@ -140,9 +164,17 @@ class GraphCache:
                 if rel in self.relations.position:
                     continue
                 self.relations.add(rel)  # a relation deleted earlier and stored again gets a new position
-                self._alive.append(1)
                 self._subject.append(self.entities.add(subj))
                 self._object.append(self.entities.add(obj))
+            self._snapshot = None
+
+    def add_synonyms(self, pairs: Iterable[Tuple[int, int]]) -> None:
+        """Record synonym links as (entity id, entity id); links to unknown entities are ignored."""
+        with self._lock:
+            known = self.entities.position
+            for a, b in pairs:
+                if a in known and b in known and a != b:
+                    self._synonyms.append((known[a], known[b]))
             self._snapshot = None
 
     def add_passages(self, rows: Iterable[Tuple[str, Sequence[int]]]) -> None:
@@ -167,7 +199,7 @@ class GraphCache:
             for pid in passage_ids:
                 pos = self.passages.position.get(pid)
                 if pos is not None:
-                    del self.passages.position[pid]
+                    self.passages.remove(pid)
                     if self._passage_relations.pop(pos, None) is not None:
                         removed.add(pos)
             if not removed:
@@ -186,10 +218,9 @@ class GraphCache:
             relation_ids = [self.relations.ids[p] for p in orphans]
             entity_ids = [self.entities.ids[p] for p in dropped]
             for pos in orphans:
-                self._alive[pos] = 0
-                del self.relations.position[self.relations.ids[pos]]
+                self.relations.remove(self.relations.ids[pos])
             for pos in dropped:
-                del self.entities.position[self.entities.ids[pos]]
+                self.entities.remove(self.entities.ids[pos])
             return relation_ids, entity_ids
 
     # reads --------------------------------------------------------------------------------------
@@ -201,7 +232,7 @@ class GraphCache:
 
     def _build(self) -> Graph:
         n_ent, n_rel, n_pas = len(self.entities), len(self.relations), len(self.passages)
-        rels = np.flatnonzero(np.frombuffer(bytes(self._alive), dtype=np.uint8)).astype(np.int32)
+        rels = np.flatnonzero(self.relations.mask()).astype(np.int32)
         subj = np.asarray(self._subject, dtype=np.int32)[rels]
         obj = np.asarray(self._object, dtype=np.int32)[rels]
         ent_rows = np.concatenate([subj, obj])
@@ -217,7 +248,11 @@ class GraphCache:
             pas = rel = _EMPTY
         passage_relation = _csr(pas, rel, (n_pas, n_rel))
         relation_passage = passage_relation.T.tocsr()
-        return Graph(entity_relation, relation_entity, relation_passage, passage_relation)
+        pairs = np.asarray(self._synonyms, dtype=np.int32).reshape(-1, 2)
+        entity_entity = _csr(
+            np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]]), (n_ent, n_ent)
+        )
+        return Graph(entity_relation, relation_entity, relation_passage, passage_relation, entity_entity)
 
     def has_entity(self, entity_id: int) -> bool:
         return entity_id in self.entities.position
@@ -241,6 +276,9 @@ class GraphCache:
             return []
         return [self.passages.ids[p] for p in self.snapshot().passages_of_relation(pos).tolist()]
 
+    def synonym_count(self) -> int:
+        return len(self._synonyms)
+
     def counts(self) -> Dict[str, int]:
         with self._lock:
             return {
@@ -248,3 +286,114 @@ class GraphCache:
                 "relations": len(self.relations.position),
                 "passages": len(self._passage_relations),
             }
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A local entity–relation–passage graph: node k of `adjacency` is entity `entities[k]` for
+    k < len(entities), then relation `relations[k - len(entities)]`, then the passages."""
+
+    adjacency: sp.csr_matrix
+    entities: np.ndarray
+    relations: np.ndarray
+    passages: np.ndarray
+
+    def slices(self) -> Tuple[slice, slice, slice]:
+        e, r = len(self.entities), len(self.relations)
+        return slice(0, e), slice(e, e + r), slice(e + r, e + r + len(self.passages))
+
+
+def local_subgraph(
+    graph: Graph, relations: np.ndarray, relation_weights: np.ndarray, passages: Sequence[int] = ()
+) -> Subgraph:
+    """The subgraph around candidate `relations`: their entities, themselves and their passages (plus the
+    given `passages`). Each relation's edges carry its weight (e.g. its similarity to the question), so
+    a walk prefers relevant relations. Its size follows the candidates, never the whole graph."""
+    relations = np.asarray(relations, dtype=np.int64)
+    entities = graph.entities_of_relations(relations)
+    passages = np.union1d(np.unique(neighbours(graph.relation_passage, relations)), np.asarray(passages, dtype=np.int64))
+    weights = sp.diags(np.asarray(relation_weights, dtype=np.float64))
+    er = graph.entity_relation[entities][:, relations] @ weights
+    rp = weights @ graph.relation_passage[relations][:, passages]
+    adjacency = sp.bmat([[None, er, None], [er.T, None, rp], [None, rp.T, None]], format="csr")
+    return Subgraph(adjacency.astype(np.float64), entities, relations, passages)
+
+
+def personalized_pagerank(
+    adjacency: sp.csr_matrix, personalization: np.ndarray, damping: float = 0.5, iterations: int = 50, tol: float = 1e-9
+) -> np.ndarray:
+    """Personalized PageRank by power iteration on a small symmetric weighted adjacency.
+
+    `damping` is the probability of following an edge (1 - damping restarts at the personalization).
+    Returns a distribution over the nodes; zeros if the personalization is all zero.
+    """
+    total = personalization.sum()
+    if total <= 0:
+        return np.zeros_like(personalization, dtype=np.float64)
+    restart = personalization / total
+    out_weight = np.asarray(adjacency.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, out_weight, out=np.zeros_like(out_weight), where=out_weight > 0)
+    transition = (sp.diags(inverse) @ adjacency).T.tocsr()  # column-stochastic where edges exist
+    dangling = out_weight == 0
+    rank = restart.copy()
+    for _ in range(iterations):
+        step = transition @ rank + rank[dangling].sum() * restart  # dangling mass restarts
+        new = (1 - damping) * restart + damping * step
+        if np.abs(new - rank).sum() < tol:
+            return new
+        rank = new
+    return rank
+
+
+def specificity(graph: Graph, entities: np.ndarray) -> np.ndarray:
+    """1 / the number of passages each entity appears in (HippoRAG's node specificity)."""
+    return 1.0 / np.maximum(1, graph.passage_counts[np.asarray(entities, dtype=np.int64)])
+
+
+def chain_scores(
+    graph: Graph, relations: np.ndarray, similarities: np.ndarray, hub_passages: float
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Score candidate relations as two-step chains: s(r) = sim(r) + max sim(r') over the candidates r'
+    that share an entity with r, or a synonym of one. Entities stated in more than `hub_passages`
+    passages ("United States", "2014") link too much to mean anything and do not chain.
+
+    Returns the scores and, for each relation, the candidate index of its best neighbour (-1 if none).
+    The cost follows the candidates: a |candidates|×|candidates| sparse product.
+    """
+    relations = np.asarray(relations, dtype=np.int64)
+    similarities = np.clip(np.asarray(similarities, dtype=np.float64), 0.0, None)
+    if len(relations) == 0:
+        return similarities, np.zeros(0, dtype=np.int64)
+    incidence = graph.relation_entity[relations]  # C×E
+    keep = np.asarray(graph.passage_counts[incidence.indices] <= hub_passages, dtype=np.float64)
+    incidence = sp.csr_matrix((incidence.data * keep, incidence.indices, incidence.indptr), shape=incidence.shape)
+    incidence.eliminate_zeros()
+    with_synonyms = incidence + incidence @ graph.entity_entity
+    adjacency = (incidence @ with_synonyms.T).tocsr()
+    adjacency = (adjacency + adjacency.T).tocsr()
+    adjacency.setdiag(0)
+    adjacency.eliminate_zeros()
+    best = np.full(len(relations), -1, dtype=np.int64)
+    neighbour_score = np.zeros(len(relations))
+    for i in range(len(relations)):  # rows are short: the candidates' local neighbourhoods
+        row = adjacency.indices[adjacency.indptr[i] : adjacency.indptr[i + 1]]
+        if len(row):
+            j = row[np.argmax(similarities[row])]
+            best[i], neighbour_score[i] = j, similarities[j]
+    return similarities + neighbour_score, best
+
+
+def passage_scores(
+    graph: Graph, relations: np.ndarray, relation_scores: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every passage stating one of `relations`: its best relation score and which relation (candidate
+    index) gave it. Returns (passage positions, scores, best relation index)."""
+    relations = np.asarray(relations, dtype=np.int64)
+    block = graph.relation_passage[relations].tocoo()  # C×P
+    if block.nnz == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
+    scores = np.asarray(relation_scores, dtype=np.float64)[block.row]
+    order = np.lexsort((-scores, block.col))  # by passage, best score first
+    cols, first = np.unique(block.col[order], return_index=True)
+    winners = order[first]
+    return cols.astype(np.int64), scores[winners], block.row[winners].astype(np.int64)

@@ -15,7 +15,16 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.graph import (
+    chain_scores,
+    expand_from_entities,
+    expand_from_relations,
+    local_subgraph,
+    neighbours,
+    passage_scores,
+    personalized_pagerank,
+    specificity,
+)
 from llama_index_graphrag_milvus.parsing import parse_json_object, string_list
 from llama_index_graphrag_milvus.prompts import NER_PROMPT, RERANK_PROMPT
 from llama_index_graphrag_milvus.rerank import RerankResult, allm_rerank, by_similarity, llm_rerank
@@ -38,6 +47,7 @@ class Retrieval:
     seed_relations: List[ScoredRelation] = field(default_factory=list)
     candidates: List[ScoredRelation] = field(default_factory=list)
     chosen: List[ScoredRelation] = field(default_factory=list)
+    dense: List[tuple] = field(default_factory=list)  # (passage id, cosine), dense retrieval's order
     thought_process: Optional[str] = None
     nodes: List[NodeWithScore] = field(default_factory=list)
 
@@ -47,14 +57,22 @@ class GraphRAGRetriever(BaseRetriever):
 
     1. Entities named in the question: with `llm`, a NER prompt answering JSON; without, the known entity
        names that occur in the question.
-    2. Entity vector search (`entity_top_k` per mention) and relation vector search on the whole
-       question (`relation_top_k`).
-    3. Expansion of both seed sets by `expansion_degree` over the adjacency, keeping the
+    2. Entity vector search (`entity_top_k` per mention), relation vector search on the whole question
+       (`relation_top_k`) and dense passage search.
+    3. Expansion of the seeds by `expansion_degree` over the adjacency (plus the relations of the top
+       `dense_seed_k` passages and of the synonyms of the entities reached), keeping the
        `max_candidate_relations` candidates most similar to the question.
-    4. Rerank: with `llm`, the one-shot chain-of-thought prompt; without, similarity order.
-    5. The passages behind the top `rerank_top_n` relations, in relation order, deduplicated, cut to
-       `similarity_top_k`; each carries the relations that selected it in `metadata["graphrag_relations"]`.
-       If the relations lead to fewer passages, the most similar passages fill the rest.
+    4. Rerank. With `llm`: the one-shot chain-of-thought prompt picks `rerank_top_n` relations, and
+       their passages come first, in relation order. Without: `reranker` ranks passages from the graph:
+       - "chain" (default): each candidate relation scores its similarity plus that of its best
+         neighbour (sharing an entity or a synonym), so two-step chains count; a passage scores its
+         dense similarity plus `graph_weight` times its best relation's chain score;
+       - "ppr": personalized PageRank on the candidates' entity–relation–passage subgraph, seeded by the
+         question's entities (weighted by specificity), its top relations and its top passages, then
+         rank-fused with dense retrieval;
+       - "similarity": the notebook's order, the passages of the most similar relations first.
+    5. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
+       it in `metadata["graphrag_relations"]`.
 
     Args:
         store: The store ingested by `GraphRAGTransform`.
@@ -64,7 +82,12 @@ class GraphRAGRetriever(BaseRetriever):
         relation_top_k: Relations found for the question.
         expansion_degree: Degrees of expansion (1 or 2 is enough).
         max_candidate_relations: Cap on the candidates, by similarity to the question.
-        rerank_top_n: Relations kept after rerank.
+        rerank_top_n: Relations the LLM keeps; relations listed as the chain followed.
+        reranker: The no-LLM ranking: "chain", "ppr" or "similarity".
+        dense_seed_k: Top dense passages whose relations join the candidates.
+        graph_weight: Weight of the chain score against dense similarity ("chain").
+        hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20)
+            are hubs: they do not chain relations ("chain").
         ner_prompt, rerank_prompt: Replace the prompts (also with `update_prompts`).
     """
 
@@ -74,10 +97,14 @@ class GraphRAGRetriever(BaseRetriever):
         llm: Optional[LLM] = None,
         similarity_top_k: int = 2,
         entity_top_k: int = 3,
-        relation_top_k: int = 3,
+        relation_top_k: int = 5,
         expansion_degree: int = 1,
-        max_candidate_relations: int = 100,
+        max_candidate_relations: int = 300,
         rerank_top_n: int = 3,
+        reranker: str = "chain",
+        dense_seed_k: int = 5,
+        graph_weight: float = 0.3,
+        hub_fraction: float = 0.02,
         ner_prompt: Optional[PromptTemplate] = None,
         rerank_prompt: Optional[PromptTemplate] = None,
         callback_manager: Optional[CallbackManager] = None,
@@ -94,6 +121,8 @@ class GraphRAGRetriever(BaseRetriever):
         ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if reranker not in RERANKERS:
+            raise ValueError(f"reranker must be one of {', '.join(RERANKERS)}; got {reranker!r}")
         self.store = store
         self.llm = llm
         self.similarity_top_k = similarity_top_k
@@ -102,6 +131,10 @@ class GraphRAGRetriever(BaseRetriever):
         self.expansion_degree = expansion_degree
         self.max_candidate_relations = max_candidate_relations
         self.rerank_top_n = rerank_top_n
+        self.reranker = reranker
+        self.dense_seed_k = dense_seed_k
+        self.graph_weight = graph_weight
+        self.hub_fraction = hub_fraction
         self.ner_prompt = ner_prompt or NER_PROMPT
         self.rerank_prompt = rerank_prompt or RERANK_PROMPT
         super().__init__(callback_manager=callback_manager, verbose=verbose)
@@ -131,12 +164,11 @@ class GraphRAGRetriever(BaseRetriever):
         run.mentions = self._mentions_from_llm(bundle.query_str) if self.llm else self._matched(bundle)
         vector = bundle.embedding or embed.get_query_embedding(bundle.query_str)
         mention_vectors = embed.get_text_embedding_batch(run.mentions) if run.mentions else []
-        self._candidates(run, vector, mention_vectors)
+        self._gather(run, vector, mention_vectors)
+        picked = None
         if self.llm is not None:
-            ranked = llm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
-        else:
-            ranked = by_similarity(run.candidates, self.rerank_top_n)
-        self._passages(run, ranked, vector)
+            picked = llm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
+        self._rank(run, vector, picked)
         return run
 
     async def atrace(self, query: QueryBundle | str) -> Retrieval:
@@ -147,14 +179,11 @@ class GraphRAGRetriever(BaseRetriever):
         run.mentions = await self._amentions_from_llm(bundle.query_str) if self.llm else self._matched(bundle)
         vector = bundle.embedding or await embed.aget_query_embedding(bundle.query_str)
         mention_vectors = await embed.aget_text_embedding_batch(run.mentions) if run.mentions else []
-        await asyncio.to_thread(self._candidates, run, vector, mention_vectors)
+        await asyncio.to_thread(self._gather, run, vector, mention_vectors)
+        picked = None
         if self.llm is not None:
-            ranked = await allm_rerank(
-                self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n
-            )
-        else:
-            ranked = by_similarity(run.candidates, self.rerank_top_n)
-        await asyncio.to_thread(self._passages, run, ranked, vector)
+            picked = await allm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
+        await asyncio.to_thread(self._rank, run, vector, picked)
         return run
 
     # steps --------------------------------------------------------------------------------------
@@ -181,44 +210,156 @@ class GraphRAGRetriever(BaseRetriever):
         logger.warning("LLM NER unusable (%s); matching known entity names instead. Answer: %.300r", exc, answer)
         return self.store.match_entities(query)
 
-    def _candidates(self, run: Retrieval, vector: List[float], mention_vectors: List[List[float]]) -> None:
+    def _gather(self, run: Retrieval, vector: List[float], mention_vectors: List[List[float]]) -> None:
+        """Seeds, dense passages and the candidate relations with their similarity to the question."""
         store, cache = self.store, self.store.cache
         graph = store.graph
         for hits in store.search_entities(mention_vectors, self.entity_top_k):
             run.seed_entities.extend(hits)
-        run.seed_relations = store.search_relations(vector, self.relation_top_k)
-        entities = [cache.entities.position[e] for e, _, _ in run.seed_entities if cache.has_entity(e)]
-        relations = [cache.relations.position[r.id] for r in run.seed_relations if cache.has_relation(r.id)]
+        run.seed_relations = store.search_relations(vector, self.relation_top_k, with_text=False)
+        run.dense = store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k))
+        entities = _positions(cache.entities.position, [e for e, _, _ in run.seed_entities])
+        relations = _positions(cache.relations.position, [r.id for r in run.seed_relations])
         reached = np.union1d(
             expand_from_entities(graph, entities, self.expansion_degree),
             expand_from_relations(graph, relations, self.expansion_degree),
         )
+        if self.llm is None and self.reranker != "similarity":
+            top_passages = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
+            reached = np.union1d(reached, graph.relations_of_passages(top_passages))
+            synonyms = np.unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
+            reached = np.union1d(reached, graph.relations_of_entities(synonyms))
         ids = [cache.relations.ids[p] for p in reached.tolist()]
-        run.candidates = store.search_relations(vector, self.max_candidate_relations, among=ids)
+        run.candidates = store.search_relations(
+            vector, self.max_candidate_relations, among=ids, with_text=self.llm is not None
+        )
 
-    def _passages(self, run: Retrieval, ranked: RerankResult, vector: List[float]) -> None:
-        run.chosen, run.thought_process = ranked.relations, ranked.thought_process
-        order: Dict[str, List[ScoredRelation]] = {}
-        for relation in run.chosen:
-            for pid in relation.passage_ids:
-                order.setdefault(pid, []).append(relation)
-        pids = list(order)[: self.similarity_top_k]
+    def _rank(self, run: Retrieval, vector: List[float], picked: Optional[RerankResult]) -> None:
+        """Order the passages, fetch the top `similarity_top_k` and attach their relations."""
+        scored: Dict[str, float] = {}
+        why: Dict[str, List[ScoredRelation]] = {}
+        if picked is not None:  # the LLM's relations first, in its order
+            run.chosen, run.thought_process = picked.relations, picked.thought_process
+            for relation in picked.relations:
+                for pid in relation.passage_ids:
+                    why.setdefault(pid, []).append(relation)
+                    scored.setdefault(pid, relation.score)
+        if self.reranker == "chain" and self.llm is None:
+            ranking, chains = self._chain_ranking(run, vector)
+        elif self.reranker == "ppr" and self.llm is None:
+            ranking, chains = self._ppr_ranking(run, vector)
+        else:
+            ranking, chains = self._similarity_ranking(run)
+        if picked is None:
+            run.chosen = _unique_relations(chains, ranking, self.rerank_top_n)
+        for pid, score in ranking:
+            if len(scored) >= self.similarity_top_k:
+                break
+            if pid not in scored:
+                scored[pid] = score
+                why[pid] = chains.get(pid, [])
+        pids = list(scored)[: self.similarity_top_k]
+        shown = {r.id: r for r in [*run.seed_relations, *run.chosen, *(r for p in pids for r in why.get(p, []))]}
+        self.store.describe(list(shown.values()))
         nodes = self.store.get_passages(pids)
         for pid in pids:
             if pid not in nodes:  # deleted since the adjacency was read
                 continue
-            node, relations = nodes[pid], order[pid]
-            node.metadata[RELATIONS_KEY] = [str(r) for r in relations]
+            node = nodes[pid]
+            node.metadata[RELATIONS_KEY] = [str(r) for r in why.get(pid, [])]
             for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
                 if RELATIONS_KEY not in excluded:
                     excluded.append(RELATIONS_KEY)
-            run.nodes.append(NodeWithScore(node=node, score=relations[0].score))
-        if len(run.nodes) < self.similarity_top_k:
-            have = {n.node.node_id for n in run.nodes}
-            for hit in self.store.search_passages(vector, self.similarity_top_k + len(have)):
-                if hit.node.node_id not in have and len(run.nodes) < self.similarity_top_k:
-                    hit.node.metadata[RELATIONS_KEY] = []
-                    run.nodes.append(hit)
+            run.nodes.append(NodeWithScore(node=node, score=scored[pid]))
+
+    def _similarity_ranking(self, run: Retrieval):
+        """The notebook's order: passages of the most similar relations, then dense passages."""
+        ranking: List = []
+        chains: Dict[str, List[ScoredRelation]] = {}
+        for relation in by_similarity(run.candidates, self.rerank_top_n).relations:
+            for pid in relation.passage_ids:
+                if pid not in chains:
+                    ranking.append((pid, relation.score))
+                chains.setdefault(pid, []).append(relation)
+        ranking += [(pid, score) for pid, score in run.dense if pid not in chains]
+        return ranking, chains
+
+    def _chain_ranking(self, run: Retrieval, vector: List[float]):
+        """Dense similarity plus `graph_weight` times the best two-step chain through the passage."""
+        cache, graph = self.store.cache, self.store.graph
+        candidates = [c for c in run.candidates if cache.has_relation(c.id)]
+        positions = np.array([cache.relations.position[c.id] for c in candidates], dtype=np.int64)
+        similarities = np.array([c.score for c in candidates])
+        hub = max(20.0, self.hub_fraction * graph.shape[2])
+        chain, best = chain_scores(graph, positions, similarities, hub)
+        passages, scores, via = passage_scores(graph, positions, chain)
+        pids = [cache.passages.ids[p] for p in passages.tolist()]
+        dense = dict(run.dense)
+        dense.update(self.store.passage_similarities(vector, [p for p in pids if p not in dense]))
+        total = {pid: dense.get(pid, 0.0) for pid, _ in run.dense}
+        chains: Dict[str, List[ScoredRelation]] = {}
+        for pid, score, i in zip(pids, scores.tolist(), via.tolist()):
+            total[pid] = dense.get(pid, 0.0) + self.graph_weight * score
+            chains[pid] = [candidates[best[i]], candidates[i]] if best[i] >= 0 else [candidates[i]]
+        ranking = sorted(total.items(), key=lambda kv: -kv[1])
+        return ranking, chains
+
+    def _ppr_ranking(self, run: Retrieval, vector: List[float]):
+        """Personalized PageRank on the candidates' subgraph, rank-fused with dense retrieval."""
+        cache, graph = self.store.cache, self.store.graph
+        candidates = [c for c in run.candidates if cache.has_relation(c.id)]
+        positions = np.array([cache.relations.position[c.id] for c in candidates], dtype=np.int64)
+        weights = np.clip([c.score for c in candidates], 1e-3, None) if candidates else np.zeros(0)
+        top = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
+        sub = local_subgraph(graph, positions, weights, top)
+        ents, rels, pas = sub.slices()
+        restart = np.zeros(sub.adjacency.shape[0])
+        index = {e: i for i, e in enumerate(sub.entities.tolist())}
+        weight = specificity(graph, sub.entities)
+        for eid, _, sim in run.seed_entities:
+            i = index.get(cache.entities.position.get(eid, -1))
+            if i is not None:
+                restart[i] += max(sim, 0.0) * weight[i]
+        local = {r: i for i, r in enumerate(sub.relations.tolist())}
+        for relation in run.seed_relations:
+            i = local.get(cache.relations.position.get(relation.id, -1))
+            if i is not None:
+                restart[rels.start + i] += max(relation.score, 0.0)
+        where = {p: i for i, p in enumerate(sub.passages.tolist())}
+        for pid, sim in run.dense[: self.dense_seed_k]:
+            i = where.get(cache.passages.position.get(pid, -1))
+            if i is not None:
+                restart[pas.start + i] += max(sim, 0.0)
+        rank = personalized_pagerank(sub.adjacency, restart)[pas]
+        order = [int(i) for i in np.argsort(-rank) if rank[i] > 0]
+        graph_pids = [cache.passages.ids[int(sub.passages[i])] for i in order]
+        fused: Dict[str, float] = {}
+        for ranked in (graph_pids, [pid for pid, _ in run.dense]):
+            for r, pid in enumerate(ranked):
+                fused[pid] = fused.get(pid, 0.0) + 1.0 / (60 + r + 1)
+        chains: Dict[str, List[ScoredRelation]] = {}
+        for c in sorted(candidates, key=lambda c: -c.score):
+            for pid in c.passage_ids:
+                chains.setdefault(pid, [c])
+        return sorted(fused.items(), key=lambda kv: -kv[1]), chains
+
+
+RERANKERS = ("chain", "ppr", "similarity")
+
+
+def _positions(index: Dict, ids: Sequence) -> np.ndarray:
+    return np.array([index[i] for i in ids if i in index], dtype=np.int64)
+
+
+def _unique_relations(chains: Dict[str, List[ScoredRelation]], ranking: List, n: int) -> List[ScoredRelation]:
+    """The relations behind the top passages, in ranking order, without repeats: the chain followed."""
+    seen: Dict[int, ScoredRelation] = {}
+    for pid, _ in ranking:
+        for relation in chains.get(pid, []):
+            seen.setdefault(relation.id, relation)
+        if len(seen) >= n:
+            break
+    return list(seen.values())
 
 
 def _read_mentions(answer: str) -> List[str]:

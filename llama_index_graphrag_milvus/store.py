@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
@@ -28,6 +30,7 @@ from llama_index.vector_stores.milvus import MilvusVectorStore
 from pymilvus import DataType, MilvusClient
 
 from llama_index_graphrag_milvus.graph import Graph, GraphCache
+from llama_index_graphrag_milvus.vectors import VectorCache
 from llama_index_graphrag_milvus.schema import (
     MAX_NAME_LENGTH,
     ScoredRelation,
@@ -44,6 +47,7 @@ DEFAULT_URI = "./graphrag_milvus.db"
 _ID_BATCH = 1000  # ids per `in [...]` filter
 _READ_BATCH = 16384  # rows per page when rebuilding the adjacency
 _PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
+_MAX_SYNONYMS = 8
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -162,6 +166,13 @@ class MilvusGraphStore:
         index_config: The vector index of the three collections (Milvus `add_index` arguments). Defaults
             to FLAT (exact) on Milvus Lite, whose HNSW loses hits in filtered search, and to AUTOINDEX on
             a server.
+        synonym_threshold: Entities whose embeddings are at least this close (cosine) are linked as
+            synonyms, so that chains continue across spellings; None disables the links.
+        vector_cache: Keep a float32 copy of relation and passage vectors in memory and search it
+            exactly, instead of asking Milvus (4·dim bytes per relation and passage). Defaults to on for
+            Milvus Lite, whose every call costs tens of milliseconds, and off for a server.
+        consistency_level: Of new collections. "Strong" (the default) reads every write at once; on a
+            Milvus server "Bounded" or "Session" read faster but may miss writes for a few seconds.
         overwrite: Drop the three collections first.
         **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
     """
@@ -176,6 +187,9 @@ class MilvusGraphStore:
         dim: Optional[int] = None,
         batch_size: int = 256,
         index_config: Optional[Dict[str, Any]] = None,
+        synonym_threshold: Optional[float] = 0.9,
+        vector_cache: Optional[bool] = None,
+        consistency_level: str = "Strong",
         overwrite: bool = False,
         **client_kwargs: Any,
     ) -> None:
@@ -188,6 +202,8 @@ class MilvusGraphStore:
         self.collection_prefix = collection_prefix
         self.embed_model = _resolve_embed_model(embed_model)
         self.batch_size = batch_size
+        self.synonym_threshold = synonym_threshold
+        self.consistency_level = consistency_level
         self.entities_collection = f"{collection_prefix}_entities"
         self.relations_collection = f"{collection_prefix}_relations"
         self.passages_collection = f"{collection_prefix}_passages"
@@ -207,6 +223,11 @@ class MilvusGraphStore:
             _lite_acquire(uri)
         self._cache = GraphCache()
         self._names: Dict[str, int] = {}  # normalized entity name -> entity id
+        self._display: Dict[int, str] = {}  # entity id -> its name as first written
+        use_vectors = self._lite_path is not None if vector_cache is None else vector_cache
+        self._entity_vectors = VectorCache(self._dim) if use_vectors else None
+        self._relation_vectors = VectorCache(self._dim) if use_vectors else None
+        self._passage_vectors = VectorCache(self._dim) if use_vectors else None
         try:
             self._create_collections()
             self._check_dimensions()
@@ -234,6 +255,7 @@ class MilvusGraphStore:
                 index_config=dict(self._index_config),
                 use_async_client=False,
                 upsert_mode=True,
+                consistency_level=self.consistency_level,
                 **client_kwargs,
             )
         except Exception as exc:
@@ -251,6 +273,7 @@ class MilvusGraphStore:
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
             schema.add_field("id", DataType.INT64, is_primary=True)
             schema.add_field("name", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+            schema.add_field("synonym_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=_MAX_SYNONYMS)
             schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=self._dim)
             self._create(self.entities_collection, schema)
         if self.relations_collection not in existing:
@@ -274,7 +297,9 @@ class MilvusGraphStore:
             metric_type=config.pop("metric_type", "COSINE"),
             params=config or None,
         )
-        self.client.create_collection(name, schema=schema, index_params=index_params)
+        self.client.create_collection(
+            name, schema=schema, index_params=index_params, consistency_level=self.consistency_level
+        )
 
     def _check_dimensions(self) -> None:
         for name in (self.entities_collection, self.relations_collection, self.passages_collection):
@@ -292,40 +317,70 @@ class MilvusGraphStore:
     def _iterate(self, collection: str, fields: List[str]) -> Iterable[Dict[str, Any]]:
         with _quiet_lite_iterator():
             iterator = self.client.query_iterator(collection, batch_size=_READ_BATCH, output_fields=fields)
-        try:
-            while True:
-                page = iterator.next()
-                if not page:
-                    return
-                yield from page
-        finally:
-            iterator.close()
+            try:
+                while True:
+                    page = iterator.next()
+                    if not page:
+                        return
+                    yield from page
+            finally:
+                iterator.close()
 
     def _upsert(self, collection: str, rows: List[Dict[str, Any]]) -> None:
         self.client.upsert(collection, rows)
-        self._unflushed.add(collection)
+        if self._lite_path is not None:
+            self._unflushed.add(collection)
 
     def flush(self) -> None:
-        """Seal what was written, so that searches run on indexed segments. Searches call it when needed
-        (Milvus Lite searches unflushed rows by brute force, slowly); bulk loaders may call it once at the end."""
-        with self._write_lock:
-            for collection in sorted(self._unflushed):
-                self.client.flush(collection)
-            self._unflushed.clear()
+        """Seal what was written, so that searches run on indexed segments. On Milvus Lite, searches call
+        it when needed (Lite searches unsealed rows slowly); a server seals by itself."""
+        for collection in list(self._unflushed):
+            self._ready(collection)
 
-    def _ready(self) -> MilvusClient:
-        if self._unflushed:
-            self.flush()
+    def _ready(self, collection: str) -> MilvusClient:
+        if collection in self._unflushed:
+            self.client.flush(collection)
+            self._unflushed.discard(collection)
         return self.client
 
     def _load_cache(self) -> None:
-        """Rebuild the adjacency and the entity-name index from Milvus."""
-        relations = self._iterate(self.relations_collection, ["id", "subject_id", "object_id"])
-        self._cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in relations)
-        passages = self._iterate(self.passages_collection, ["id", "relation_ids"])
-        self._cache.add_passages((p["id"], p.get("relation_ids") or []) for p in passages)
-        for row in self._iterate(self.entities_collection, ["id", "name"]):
+        """Rebuild the adjacency, the entity-name index and the vector cache from Milvus."""
+        cache = self._cache
+        for collection, vectors, fields, add in (
+            (self.relations_collection, self._relation_vectors, ["id", "subject_id", "object_id"],
+             lambda rows: cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in rows)),
+            (self.passages_collection, self._passage_vectors, ["id", "relation_ids"],
+             lambda rows: cache.add_passages((r["id"], r.get("relation_ids") or []) for r in rows)),
+        ):
+            ids = cache.relations if collection == self.relations_collection else cache.passages
+            page: List[Dict[str, Any]] = []
+            for row in self._iterate(collection, fields + (["embedding"] if vectors else [])):
+                page.append(row)
+                if len(page) == _READ_BATCH:
+                    self._load_page(page, add, ids, vectors)
+            self._load_page(page, add, ids, vectors)
+        synonyms = []
+        vectors = self._entity_vectors
+        page = []
+        for row in self._iterate(self.entities_collection, ["id", "name", "synonym_ids"] + (["embedding"] if vectors else [])):
             self._names[normalize_name(row["name"])] = row["id"]
+            self._display[row["id"]] = row["name"]
+            synonyms.extend((row["id"], other) for other in row.get("synonym_ids") or [])
+            if vectors is not None and row["id"] in cache.entities.position:  # else: no relation, unused
+                page.append(row)
+                if len(page) == _READ_BATCH:
+                    vectors.put([cache.entities.position[r["id"]] for r in page], [r["embedding"] for r in page])
+                    page.clear()
+        if vectors is not None:
+            vectors.put([cache.entities.position[r["id"]] for r in page], [r["embedding"] for r in page])
+        cache.add_synonyms(synonyms)
+
+    @staticmethod
+    def _load_page(page: List[Dict[str, Any]], add: Any, ids: Any, vectors: Optional[VectorCache]) -> None:
+        add(page)
+        if vectors is not None:
+            vectors.put([ids.position[r["id"]] for r in page], [r["embedding"] for r in page])
+        page.clear()
 
     # writing ------------------------------------------------------------------------------------
     def add(self, nodes: Sequence[BaseNode], triplets: Sequence[Sequence[Triplet]]) -> List[str]:
@@ -363,13 +418,17 @@ class MilvusGraphStore:
         new_entities = {e: n for e, n in entities.items() if not cache.has_entity(e)}
         new_relations = {r: t for r, t in relations.items() if not cache.has_relation(r)}
 
-        self._upsert_embedded(
-            self.entities_collection,
-            [{"id": e, "name": name} for e, name in new_entities.items()],
-            list(new_entities.values()),
-        )
+        entity_rows = [{"id": e, "name": name} for e, name in new_entities.items()]
+        vectors = np.asarray(self._embed(list(new_entities.values())), dtype=np.float32).reshape(len(entity_rows), -1)
+        synonyms = self._find_synonyms(list(new_entities), vectors)
+        for row, vector in zip(entity_rows, vectors):
+            row["embedding"] = vector.tolist()
+            row["synonym_ids"] = synonyms.get(row["id"], [])
+        for batch in chunked(entity_rows, self.batch_size):
+            self._upsert(self.entities_collection, batch)
         for eid, name in new_entities.items():
             self._names.setdefault(normalize_name(name), eid)
+            self._display.setdefault(eid, name)
         rows = []
         for rid, t in new_relations.items():
             subj, obj = entity_id(t.subject), entity_id(t.object)
@@ -386,6 +445,14 @@ class MilvusGraphStore:
             )
         self._upsert_embedded(self.relations_collection, rows, [t.text for t in new_relations.values()])
         cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in rows)
+        if self._relation_vectors is not None:
+            self._relation_vectors.put(
+                [cache.relations.position[r["id"]] for r in rows], [r.pop("embedding") for r in rows]
+            )
+        cache.add_synonyms((a, b) for a, linked in synonyms.items() for b in linked)
+        if self._entity_vectors is not None:
+            known = [(cache.entities.position[row["id"]], row["embedding"]) for row in entity_rows if cache.has_entity(row["id"])]
+            self._entity_vectors.put([p for p, _ in known], [v for _, v in known])
 
         items = list(todo.items())
         missing = [i for i, (_, (node, _)) in enumerate(items) if node.embedding is None]
@@ -404,9 +471,43 @@ class MilvusGraphStore:
         for batch in chunked(rows, self.batch_size):
             self._upsert(self.passages_collection, batch)
             cache.add_passages((r["id"], r["relation_ids"]) for r in batch)
+            if self._passage_vectors is not None:
+                self._passage_vectors.put([cache.passages.position[r["id"]] for r in batch], [r["embedding"] for r in batch])
 
         self._delete_orphans(*orphans)
         return pids
+
+    def _find_synonyms(self, entity_ids: List[int], vectors: np.ndarray) -> Dict[int, List[int]]:
+        """Links from new entities to the entities, stored or new, whose embedding is within
+        `synonym_threshold` (cosine): "Leonhard Euler" ~ "leonhard euler" ~ "L. Euler"."""
+        if self.synonym_threshold is None or len(entity_ids) == 0:
+            return {}
+        k, threshold = _MAX_SYNONYMS, self.synonym_threshold
+        found: Dict[int, Dict[int, float]] = {e: {} for e in entity_ids}
+        if self._cache.counts()["entities"]:
+            client = self._ready(self.entities_collection)
+            for start in range(0, len(entity_ids), self.batch_size):
+                batch = vectors[start : start + self.batch_size]
+                hits = client.search(
+                    self.entities_collection, data=batch.tolist(), limit=k, output_fields=[], anns_field="embedding"
+                )
+                for eid, row in zip(entity_ids[start : start + self.batch_size], hits):
+                    for hit in row:
+                        if hit["distance"] >= threshold and hit["id"] != eid:
+                            found[eid][hit["id"]] = float(hit["distance"])
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit = vectors / np.where(norms == 0, 1, norms)
+        for start in range(0, len(entity_ids), 1024):  # among the new entities, block by block
+            sims = unit[start : start + 1024] @ unit.T
+            rows, cols = np.nonzero(sims >= threshold)
+            for i, j in zip(rows.tolist(), cols.tolist()):
+                if start + i != j:
+                    found[entity_ids[start + i]][entity_ids[j]] = float(sims[i, j])
+        return {
+            e: [other for other, _ in sorted(links.items(), key=lambda kv: -kv[1])[:k]]
+            for e, links in found.items()
+            if links
+        }
 
     def _embed(self, texts: List[str]) -> List[List[float]]:
         vectors: List[List[float]] = []
@@ -431,6 +532,8 @@ class MilvusGraphStore:
         if entity_ids:
             dropped = set(entity_ids)
             self._names = {n: e for n, e in self._names.items() if e not in dropped}
+            for eid in dropped:
+                self._display.pop(eid, None)
 
     def delete(self, ref_doc_id: str) -> None:
         """Delete a document: its passages, the relations no other passage states, and the entities left
@@ -490,46 +593,116 @@ class MilvusGraphStore:
         """For each vector, the `top_k` nearest entities as (entity id, name, cosine)."""
         if not vectors:
             return []
-        results = self._ready().search(
+        if self._entity_vectors is not None:
+            ids, mask = self._cache.entities.ids, self._cache.entities.mask()
+            return [
+                [(ids[p], self._display.get(ids[p], ""), float(s)) for p, s in zip(positions.tolist(), scores.tolist())]
+                for positions, scores in self._entity_vectors.top_k_many(vectors, top_k, mask)
+            ]
+        results = self._ready(self.entities_collection).search(
             self.entities_collection, data=vectors, limit=top_k, output_fields=["name"], anns_field="embedding"
         )
         return [[(h["id"], h["entity"]["name"], float(h["distance"])) for h in hits] for hits in results]
 
     def search_relations(
-        self, vector: List[float], top_k: int, among: Optional[Sequence[int]] = None
+        self, vector: List[float], top_k: int, among: Optional[Sequence[int]] = None, with_text: bool = True
     ) -> List[ScoredRelation]:
-        """The `top_k` relations nearest to `vector`, optionally only `among` the given relation ids."""
+        """The `top_k` relations nearest to `vector`, optionally only `among` the given relation ids.
+        With `with_text=False` their subject, predicate and object are left empty (see `describe`)."""
         if among is not None and len(among) == 0:
             return []
+        if self._relation_vectors is not None:
+            relations = self._cached_relations(vector, top_k, among)
+            return self.describe(relations) if with_text else relations
         filter_ = "" if among is None else f"id in {_int_list(among)}"
         limit = top_k if among is None else min(top_k, len(among))
-        hits = self._ready().search(
+        hits = self._ready(self.relations_collection).search(
             self.relations_collection,
             data=[vector],
             filter=filter_,
             limit=limit,
-            output_fields=["subject", "predicate", "object"],
+            output_fields=["subject", "predicate", "object"] if with_text else [],
             anns_field="embedding",
         )[0]
         return [
             ScoredRelation(
                 id=h["id"],
-                subject=h["entity"]["subject"],
-                predicate=h["entity"]["predicate"],
-                object=h["entity"]["object"],
+                subject=h["entity"].get("subject", ""),
+                predicate=h["entity"].get("predicate", ""),
+                object=h["entity"].get("object", ""),
                 score=float(h["distance"]),
                 passage_ids=self._cache.passages_of_relation(h["id"]),
             )
             for h in hits
         ]
 
+    def _cached_relations(self, vector: List[float], top_k: int, among: Optional[Sequence[int]]) -> List[ScoredRelation]:
+        assert self._relation_vectors is not None
+        cache = self._cache
+        if among is None:
+            positions, scores = self._relation_vectors.top_k(vector, top_k, cache.relations.mask())
+        else:
+            positions = np.array([cache.relations.position[r] for r in among if cache.has_relation(r)], dtype=np.int64)
+            scores = self._relation_vectors.similarity(vector, positions)
+            order = np.argsort(-scores, kind="stable")[:top_k]
+            positions, scores = positions[order], scores[order]
+        ids = [cache.relations.ids[p] for p in positions.tolist()]
+        return [
+            ScoredRelation(id=r, subject="", predicate="", object="", score=float(s), passage_ids=cache.passages_of_relation(r))
+            for r, s in zip(ids, scores.tolist())
+        ]
+
+    def describe(self, relations: Sequence[ScoredRelation]) -> List[ScoredRelation]:
+        """Fill in the subject, predicate and object of relations that lack them (one query)."""
+        missing = [r for r in relations if not r.predicate]
+        for batch in chunked(missing, _ID_BATCH):
+            rows = self.client.query(
+                self.relations_collection,
+                filter=f"id in {_int_list(r.id for r in batch)}",
+                output_fields=["subject", "predicate", "object"],
+            )
+            found = {row["id"]: row for row in rows}
+            for relation in batch:
+                row = found.get(relation.id)
+                if row is not None:
+                    relation.subject, relation.predicate, relation.object = row["subject"], row["predicate"], row["object"]
+        return list(relations)
+
     def search_passages(self, vector: List[float], top_k: int) -> List[NodeWithScore]:
         """Plain dense retrieval of passages (the vector RAG baseline, on the same rows)."""
-        hits = self._ready().search(
+        hits = self._ready(self.passages_collection).search(
             self.passages_collection, data=[vector], limit=top_k, output_fields=_PASSAGE_FIELDS,
             anns_field="embedding",
         )[0]
         return [NodeWithScore(node=self._to_node(h["entity"]), score=float(h["distance"])) for h in hits]
+
+    def search_passage_ids(self, vector: List[float], top_k: int) -> List[Tuple[str, float]]:
+        """The `top_k` passages nearest to `vector`, as (passage id, cosine)."""
+        if self._passage_vectors is not None:
+            positions, scores = self._passage_vectors.top_k(vector, top_k, self._cache.passages.mask())
+            return [(self._cache.passages.ids[p], float(s)) for p, s in zip(positions.tolist(), scores.tolist())]
+        hits = self._ready(self.passages_collection).search(
+            self.passages_collection, data=[vector], limit=top_k, output_fields=[], anns_field="embedding"
+        )[0]
+        return [(h["id"], float(h["distance"])) for h in hits]
+
+    def passage_similarities(self, vector: List[float], passage_ids: Sequence[str]) -> Dict[str, float]:
+        """The cosine of `vector` with each of the given passages."""
+        if self._passage_vectors is not None:
+            index = self._cache.passages.position
+            known = [p for p in passage_ids if p in index]
+            scores = self._passage_vectors.similarity(vector, np.array([index[p] for p in known], dtype=np.int64))
+            return dict(zip(known, scores.tolist()))
+        found: Dict[str, float] = {}
+        client = self._ready(self.passages_collection)
+        for batch in chunked(list(passage_ids), _ID_BATCH):
+            literals = ",".join(milvus_literal(p) for p in batch)
+            hits = client.search(
+                self.passages_collection, data=[vector], filter=f"id in [{literals}]", limit=len(batch),
+                output_fields=[], anns_field="embedding",
+            )[0]
+            found.update((h["id"], float(h["distance"])) for h in hits)
+        return found
 
     def get_passages(self, passage_ids: Sequence[str]) -> Dict[str, BaseNode]:
         """Passage nodes by passage id, as they were ingested (node id, text and metadata)."""
