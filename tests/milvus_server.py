@@ -1,0 +1,437 @@
+"""A real Milvus server (the `milvus` package: Milvus 2.3.5 standalone) for integration tests.
+
+The server listens on all interfaces, so it only ever runs inside a private network namespace:
+
+    test process ──> setsid, setpriv --pdeathsig KILL: unshare --net --pid --mount-proc --fork --kill-child
+                       sh -c 'ip link set lo up && exec python tests/milvus_server.py ...'   (the worker)
+                         └─> milvus run standalone   (setsid: own process group; pdeathsig KILL)
+
+The worker (this file run as a script) starts the server, waits for 127.0.0.1:19530, runs the Graph RAG
+scenario against it with the store exactly as shipped, prints one JSON line and kills the server's
+process group. Nothing outlives the test: the server is killed by the worker in a `finally`; should the
+worker die, the kernel kills the server (parent-death signal; and, in a PID namespace, the namespace ends
+with its first process); should the test process die, `unshare` gets SIGKILL (parent-death signal) and
+takes its child and the namespace with it; on a timeout the test kills the whole process group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+#: What the test needs installed: Milvus server 2.3.5 standalone, as a Python package.
+MILVUS_REQUIREMENT = "milvus==2.3.5"
+MILVUS_PORT = 19530
+HEALTH_PORT = 9091  # /healthz
+RESULT_MARKER = "MILVUS_WORKER_RESULT "
+#: Variables that would send the worker's gRPC/HTTP traffic to a proxy outside the namespace.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy", "no_proxy")
+
+_UNSHARE_PID_NS = ["unshare", "--net", "--pid", "--mount-proc", "--fork", "--kill-child"]
+_UNSHARE_NET_ONLY = ["unshare", "--net", "--fork", "--kill-child"]
+
+
+# the test process side --------------------------------------------------------------------------
+def die_with_parent() -> list[str]:
+    """A command prefix that makes the command get SIGKILL when the thread that started it dies
+    (`setpriv --pdeathsig`, util-linux; kept across exec). Empty where setpriv lacks the option."""
+    global _pdeathsig_prefix
+    if _pdeathsig_prefix is None:
+        _pdeathsig_prefix = []
+        if shutil.which("setpriv"):
+            probe = subprocess.run(["setpriv", "--pdeathsig", "KILL", "true"], check=False, capture_output=True)
+            if probe.returncode == 0:
+                _pdeathsig_prefix = ["setpriv", "--pdeathsig", "KILL"]
+    return _pdeathsig_prefix
+
+
+_pdeathsig_prefix: list[str] | None = None
+
+
+def _without_proxies(env: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if env is None else env)
+    for name in PROXY_VARIABLES:
+        env.pop(name, None)
+        env.pop(name.upper(), None)
+    env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
+    return env
+
+
+def why_no_server() -> str | None:
+    """None if a Milvus server can be run here in a private network namespace; else the reason why not."""
+    if not sys.platform.startswith("linux"):
+        return f"a private network namespace needs Linux; this is {sys.platform}"
+    if importlib.util.find_spec("milvus") is None:
+        return f"the Milvus server package is not installed (pip install '{MILVUS_REQUIREMENT}')"
+    for tool, package in (("unshare", "util-linux"), ("ip", "iproute2"), ("sh", "a POSIX shell")):
+        if shutil.which(tool) is None:
+            return f"`{tool}` ({package}) is not on PATH: a private network namespace cannot be set up"
+    if namespace_command() is None:
+        return _namespace_error
+    return None
+
+
+_namespace_error = ""
+_namespace_cmd: list[str] | None = None
+_namespace_probed = False
+
+
+def namespace_command() -> list[str] | None:
+    """The `unshare` command line that works here (with a PID namespace if possible), or None."""
+    global _namespace_cmd, _namespace_error, _namespace_probed
+    if _namespace_probed:
+        return _namespace_cmd
+    _namespace_probed = True
+    errors = []
+    for cmd in (_UNSHARE_PID_NS, _UNSHARE_NET_ONLY):
+        try:
+            probe = subprocess.run(
+                [*cmd, "sh", "-c", "ip link set lo up && ip -o addr show dev lo"], check=False,
+                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            errors.append(f"`{' '.join(cmd)}`: {exc}")
+            continue
+        if probe.returncode == 0 and "127.0.0.1" in probe.stdout:
+            _namespace_cmd = cmd
+            return cmd
+        detail = (probe.stderr.strip() or probe.stdout.strip() or f"exit code {probe.returncode}")[-500:]
+        errors.append(f"`{' '.join(cmd)} sh -c 'ip link set lo up'` failed: {detail}")
+    _namespace_error = (
+        "cannot make a private network namespace for the Milvus server (needs root or CAP_SYS_ADMIN "
+        f"and CAP_NET_ADMIN): {'; '.join(errors)}"
+    )
+    return None
+
+
+def run_worker(data_dir: Path, prefix: str, timeout: float) -> dict[str, Any]:
+    """Run the worker in a fresh private network namespace; return its JSON result.
+
+    Raises AssertionError with the worker's output when it gives no result."""
+    cmd = namespace_command()
+    assert cmd is not None, _namespace_error
+    argv = [*die_with_parent(), *cmd, "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
+            sys.executable, "-u", str(Path(__file__).resolve()),
+            "--data-dir", str(data_dir), "--prefix", prefix, "--deadline", str(time.time() + timeout - 10)]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_without_proxies(), start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        stdout, stderr = proc.communicate(timeout=30)
+        raise AssertionError(
+            f"the Milvus worker did not finish in {timeout:.0f} s and was killed.\n"
+            f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-5000:]}"
+        )
+    finally:
+        if proc.poll() is None:
+            kill_group(proc.pid)
+            proc.wait(timeout=30)
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_MARKER)]
+    assert lines, (
+        f"the Milvus worker gave no result (exit code {proc.returncode}).\n"
+        f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-5000:]}"
+    )
+    result = json.loads(lines[-1][len(RESULT_MARKER):])
+    result["worker_exit_code"] = proc.returncode
+    result["worker_stderr_tail"] = stderr[-3000:]
+    return result
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def processes_running(executable_prefix: str) -> list[int]:
+    """PIDs (as this process sees them) whose command starts with `executable_prefix`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+        except OSError:
+            continue
+        if argv0.startswith(executable_prefix):
+            found.append(int(entry.name))
+    return found
+
+
+# the worker side (inside the namespace) ---------------------------------------------------------
+class MilvusServerProcess:
+    """`milvus run standalone` from the `milvus` package, its data under `data_dir`, in its own process
+    group; `stop()` kills the group with SIGKILL."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.proc: subprocess.Popen | None = None
+        self.extract_seconds = 0.0
+        self.ready_seconds = 0.0
+
+    @property
+    def executable(self) -> Path:
+        return self.data_dir / "bin" / "milvus"
+
+    def start(self, deadline: float) -> None:
+        import milvus  # the server package: config template and compressed binaries
+
+        started = time.monotonic()
+        config = milvus.MilvusServerConfig(data_dir=str(self.data_dir))
+        config.resolve()  # writes configs/milvus.yaml: data, logs, etcd and rocksmq under data_dir
+        milvus._initialize_data_files(str(self.data_dir))  # unpacks bin/ (what MilvusServer.start does)
+        self.extract_seconds = time.monotonic() - started
+        env = dict(os.environ)
+        env.update(
+            DEPLOY_MODE="STANDALONE",
+            METRICS_PORT=str(HEALTH_PORT),
+            MILVUS_RUN_DIR=str(self.data_dir / "run"),
+            LD_LIBRARY_PATH=":".join([str(self.executable.parent), os.environ.get("LD_LIBRARY_PATH", "")]),
+        )
+        logs = self.data_dir / "logs"
+        with open(logs / "milvus-stdout.log", "wb") as out, open(logs / "milvus-stderr.log", "wb") as err:
+            self.proc = subprocess.Popen(
+                [*die_with_parent(), str(self.executable), "run", "standalone"], cwd=self.data_dir, env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+            )
+        self._wait_until_ready(deadline)
+        self.ready_seconds = time.monotonic() - started
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        """Until 127.0.0.1:19530 accepts connections and the health check says OK."""
+        import urllib.request
+
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Milvus server exited with code {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                socket.create_connection(("127.0.0.1", MILVUS_PORT), timeout=1).close()
+                with urllib.request.urlopen(f"http://127.0.0.1:{HEALTH_PORT}/healthz", timeout=2) as answer:
+                    if b"OK" in answer.read():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"the Milvus server was not ready on 127.0.0.1:{MILVUS_PORT}:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 3000) -> str:
+        tails = []
+        for name in ("milvus-stderr.log", "milvus-stdout.log"):
+            path = self.data_dir / "logs" / name
+            if path.exists():
+                tails.append(f"--- {name}\n" + path.read_text(errors="replace")[-chars:])
+        return "\n".join(tails)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        kill_group(self.proc.pid)  # the server leads its own process group
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class Steps:
+    """Runs named steps, recording value or error and time; a failed step does not stop the others."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, name: str, fn: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        try:
+            value = fn()
+            self.results[name] = {"ok": True, "value": _jsonable(value)}
+            return value
+        except Exception as exc:  # reported to the test, which fails on it
+            self.results[name] = {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-4000:],
+            }
+            return None
+        finally:
+            self.results[name]["seconds"] = round(time.monotonic() - started, 3)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+# The scenario: shared by the worker (server) and the test (Milvus Lite reference).
+QUESTION = "Who taught Leonhard Euler at the University of Basel?"
+DELETED_DOC = "bernoulli-daniel"
+
+
+def ingest(store: Any) -> int:
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from llama_index_graphrag_milvus import GraphRAGTransform
+    from llama_index_graphrag_milvus.examples import bernoulli_documents
+
+    pipeline = IngestionPipeline(transformations=[SentenceSplitter(), GraphRAGTransform(store=store)])
+    return len(pipeline.run(documents=bernoulli_documents()))
+
+
+def retrieved(store: Any, question: str, k: int) -> list[list[str]]:
+    """[passage id, ref_doc_id] of the retrieved nodes, in order (node ids from the splitter are random;
+    passage ids are the store's deterministic row ids)."""
+    from llama_index.core.schema import MetadataMode
+
+    from llama_index_graphrag_milvus import GraphRAGRetriever
+    from llama_index_graphrag_milvus.schema import passage_id
+
+    hits = GraphRAGRetriever(store=store, similarity_top_k=k).retrieve(question)
+    return [
+        [passage_id(h.node.ref_doc_id or h.node.node_id, h.node.get_content(MetadataMode.NONE)), h.node.ref_doc_id]
+        for h in hits
+    ]
+
+
+def scenario(open_store: Callable[[], Any], steps: Steps, second_process: Callable[[], Any] | None = None) -> None:
+    """Ingest, retrieve, reopen, delete, reopen: each step's outcome recorded in `steps`."""
+    from llama_index_graphrag_milvus.examples import EULER_QUESTION
+
+    store = steps("open", open_store)
+    if store is None:
+        return
+    try:
+        steps("ingest", lambda: ingest(store))
+        steps("count_after_ingest", store.count)
+        steps("cache_after_ingest", store.cache.counts)
+        steps("retrieve_question", lambda: retrieved(store, QUESTION, 3))
+        steps("retrieve_euler", lambda: retrieved(store, EULER_QUESTION, 4))
+        second = steps("reopen_open", open_store)
+        if second is not None:
+            try:
+                steps("reopen_count", second.count)
+                steps("reopen_cache", second.cache.counts)
+                steps("reopen_retrieve_question", lambda: retrieved(second, QUESTION, 3))
+            finally:
+                second.close()
+        if second_process is not None:
+            steps("other_process", second_process)
+        steps("delete", lambda: store.delete(DELETED_DOC))
+        steps("count_after_delete", store.count)
+        steps("cache_after_delete", store.cache.counts)
+        steps("retrieve_euler_after_delete", lambda: retrieved(store, EULER_QUESTION, 4))
+        third = steps("reopen_after_delete_open", open_store)
+        if third is not None:
+            try:
+                steps("reopen_after_delete_count", third.count)
+                steps("reopen_after_delete_cache", third.cache.counts)
+            finally:
+                third.close()
+    finally:
+        steps("close", store.close)
+
+
+_OTHER_PROCESS = """
+import json, sys
+sys.path.insert(0, {here!r})
+from milvus_server import QUESTION, retrieved
+from llama_index_graphrag_milvus import MilvusGraphStore
+from llama_index_graphrag_milvus.embeddings import HashEmbedding
+store = MilvusGraphStore(uri={uri!r}, embed_model=HashEmbedding(dim=64), collection_prefix={prefix!r})
+try:
+    out = {{"count": store.count(), "cache": store.cache.counts(), "retrieve_question": retrieved(store, QUESTION, 3)}}
+finally:
+    store.close()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def worker_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the Graph RAG scenario against a Milvus server.")
+    parser.add_argument("--data-dir", required=True, type=Path)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--deadline", required=True, type=float, help="epoch seconds")
+    args = parser.parse_args(argv)
+    began = time.monotonic()
+    interfaces = sorted(name for _, name in socket.if_nameindex())
+    result: dict[str, Any] = {"interfaces": interfaces}
+    if interfaces != ["lo"]:
+        # The server listens on all interfaces: never start it where it could be reached from outside.
+        result["server_error"] = f"refused to start the server: not in a private network namespace {interfaces}"
+        print(RESULT_MARKER + json.dumps(result), flush=True)
+        return 2
+    server = MilvusServerProcess(args.data_dir)
+    try:
+        # Started from the main thread, which lives until the end: the parent-death signal follows the
+        # thread that started the process.
+        try:
+            server.start(deadline=min(args.deadline, time.time() + 120))
+        except Exception as exc:
+            result["server_error"] = f"{type(exc).__name__}: {exc}"
+            return 0
+        result["server"] = {
+            "pid": server.proc.pid,
+            "extract_seconds": round(server.extract_seconds, 2),
+            "ready_seconds": round(server.ready_seconds, 2),
+        }
+        import logging
+
+        logging.getLogger("pymilvus").setLevel(logging.ERROR)  # "failed to get mvccTs" on 2.3.x servers
+        from pymilvus import MilvusClient
+
+        from llama_index_graphrag_milvus import MilvusGraphStore
+        from llama_index_graphrag_milvus.embeddings import HashEmbedding
+
+        uri = f"http://127.0.0.1:{MILVUS_PORT}"
+        probe = MilvusClient(uri=uri)
+        result["server"]["version"] = probe.get_server_version()
+        result["server"]["connected_seconds"] = round(time.monotonic() - began, 2)
+        probe.close()
+
+        def open_store() -> Any:
+            return MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix)
+
+        def other_process() -> Any:
+            code = _OTHER_PROCESS.format(here=str(Path(__file__).resolve().parent), uri=uri, prefix=args.prefix)
+            out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                                 timeout=max(10.0, args.deadline - time.time() - 20), stdin=subprocess.DEVNULL)
+            lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+            if out.returncode != 0 or not lines:
+                raise RuntimeError(f"exit code {out.returncode}: {out.stderr[-3000:]}")
+            return json.loads(lines[-1][len("RESULT "):])
+
+        steps = Steps()
+        scenario(open_store, steps, other_process)
+        result["steps"] = steps.results
+    except Exception as exc:
+        result["worker_error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"
+    finally:
+        server.stop()
+        result["server_exit_code"] = server.proc.returncode if server.proc else None
+        if "server_error" in result or "worker_error" in result:
+            result["server_log_tail"] = server.log_tail()
+        result["worker_seconds"] = round(time.monotonic() - began, 2)
+        print(RESULT_MARKER + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())
