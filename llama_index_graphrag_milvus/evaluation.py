@@ -176,6 +176,7 @@ def run_benchmark(
     limit: Optional[int] = None,
     chart: bool = True,
     log: Callable[[str], None] = print,
+    embed_label: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Ingest `data`, then measure dense retrieval and each Graph RAG configuration in `methods`
     (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (and a PNG beside it)."""
@@ -184,7 +185,7 @@ def run_benchmark(
     if embed_model is None:
         from llama_index_graphrag_milvus.embeddings import local_embed_model
 
-        embed_model = local_embed_model()
+        embed_model, embed_label = local_embed_model(), "all-MiniLM-L6-v2"
     methods = methods if methods is not None else DEFAULT_METHODS
     dataset = load_dataset(data, limit)
     cache_dir = Path(cache_dir)
@@ -218,7 +219,7 @@ def run_benchmark(
         "questions": len(dataset.questions),
         "passages": len(dataset.nodes),
         "counts": counts,
-        "embed_model": embed_model.model_name,
+        "embed_model": embed_label or embed_model.model_name,
         "ingest_s": round(ingest_s, 2),
         "methods": {name: r.as_dict() for name, r in results.items()},
         "configs": methods,
@@ -234,6 +235,7 @@ def run_benchmark(
 
 DEFAULT_METHODS: Dict[str, Dict[str, Any]] = {
     "graphrag": {},  # the default no-LLM retriever: chain rerank
+    "graphrag_no_synonyms": {"use_synonyms": False},
     "graphrag_ppr": {"reranker": "ppr"},
     "graphrag_similarity": {"reranker": "similarity"},
 }

@@ -351,7 +351,7 @@ def specificity(graph: Graph, entities: np.ndarray) -> np.ndarray:
 
 
 def chain_scores(
-    graph: Graph, relations: np.ndarray, similarities: np.ndarray, hub_passages: float
+    graph: Graph, relations: np.ndarray, similarities: np.ndarray, hub_passages: float, synonyms: bool = True
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Score candidate relations as two-step chains: s(r) = sim(r) + max sim(r') over the candidates r'
     that share an entity with r, or a synonym of one. Entities stated in more than `hub_passages`
@@ -368,7 +368,7 @@ def chain_scores(
     keep = np.asarray(graph.passage_counts[incidence.indices] <= hub_passages, dtype=np.float64)
     incidence = sp.csr_matrix((incidence.data * keep, incidence.indices, incidence.indptr), shape=incidence.shape)
     incidence.eliminate_zeros()
-    with_synonyms = incidence + incidence @ graph.entity_entity
+    with_synonyms = incidence + incidence @ graph.entity_entity if synonyms else incidence
     adjacency = (incidence @ with_synonyms.T).tocsr()
     adjacency = (adjacency + adjacency.T).tocsr()
     adjacency.setdiag(0)

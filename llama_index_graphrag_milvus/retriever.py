@@ -88,6 +88,7 @@ class GraphRAGRetriever(BaseRetriever):
         graph_weight: Weight of the chain score against dense similarity ("chain").
         hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20)
             are hubs: they do not chain relations ("chain").
+        use_synonyms: Follow the store's synonym links between entities (expansion and "chain").
         ner_prompt, rerank_prompt: Replace the prompts (also with `update_prompts`).
     """
 
@@ -105,6 +106,7 @@ class GraphRAGRetriever(BaseRetriever):
         dense_seed_k: int = 5,
         graph_weight: float = 0.3,
         hub_fraction: float = 0.02,
+        use_synonyms: bool = True,
         ner_prompt: Optional[PromptTemplate] = None,
         rerank_prompt: Optional[PromptTemplate] = None,
         callback_manager: Optional[CallbackManager] = None,
@@ -135,6 +137,7 @@ class GraphRAGRetriever(BaseRetriever):
         self.dense_seed_k = dense_seed_k
         self.graph_weight = graph_weight
         self.hub_fraction = hub_fraction
+        self.use_synonyms = use_synonyms
         self.ner_prompt = ner_prompt or NER_PROMPT
         self.rerank_prompt = rerank_prompt or RERANK_PROMPT
         super().__init__(callback_manager=callback_manager, verbose=verbose)
@@ -227,8 +230,9 @@ class GraphRAGRetriever(BaseRetriever):
         if self.llm is None and self.reranker != "similarity":
             top_passages = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
             reached = np.union1d(reached, graph.relations_of_passages(top_passages))
-            synonyms = np.unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
-            reached = np.union1d(reached, graph.relations_of_entities(synonyms))
+            if self.use_synonyms:
+                synonyms = np.unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
+                reached = np.union1d(reached, graph.relations_of_entities(synonyms))
         ids = [cache.relations.ids[p] for p in reached.tolist()]
         run.candidates = store.search_relations(
             vector, self.max_candidate_relations, among=ids, with_text=self.llm is not None
@@ -291,7 +295,7 @@ class GraphRAGRetriever(BaseRetriever):
         positions = np.array([cache.relations.position[c.id] for c in candidates], dtype=np.int64)
         similarities = np.array([c.score for c in candidates])
         hub = max(20.0, self.hub_fraction * graph.shape[2])
-        chain, best = chain_scores(graph, positions, similarities, hub)
+        chain, best = chain_scores(graph, positions, similarities, hub, synonyms=self.use_synonyms)
         passages, scores, via = passage_scores(graph, positions, chain)
         pids = [cache.passages.ids[p] for p in passages.tolist()]
         dense = dict(run.dense)
