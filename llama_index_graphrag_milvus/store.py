@@ -13,6 +13,7 @@ The passages collection is a standard LlamaIndex Milvus collection: `store.vecto
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -24,11 +25,13 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 from llama_index.vector_stores.milvus import MilvusVectorStore
 from pymilvus import DataType, MilvusClient
 
+from llama_index_graphrag_milvus.extract import given_triplets
 from llama_index_graphrag_milvus.graph import Graph, GraphCache
 from llama_index_graphrag_milvus.vectors import VectorCache
 from llama_index_graphrag_milvus.schema import (
@@ -48,7 +51,11 @@ _ID_BATCH = 1000  # ids per `in [...]` filter
 _READ_BATCH = 16384  # rows per page when rebuilding the adjacency
 _PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
 _MAX_SYNONYMS = 8
+#: The longest passage text a row holds (a Milvus VARCHAR).
+MAX_PASSAGE_BYTES = 65_535
 _WORD = re.compile(r"\w+", re.UNICODE)
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_MAX_CJK_NAME = 16
 
 
 @contextlib.contextmanager
@@ -63,6 +70,41 @@ def _quiet_lite_iterator():
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+
+
+class PassageVectorStore(MilvusVectorStore):
+    """The passages collection as a standard `MilvusVectorStore` (`store.vector_store`), for plain vector
+    RAG and for `IngestionPipeline(vector_store=...)`: its writes and deletes go through the graph store,
+    so deleting a document also removes the relations and entities only it supported, every filter is
+    escaped, and the adjacency follows. Queries are MilvusVectorStore's own."""
+
+    _graph_store: Any = PrivateAttr(default=None)
+
+    def add(self, nodes: List[BaseNode], **add_kwargs: Any) -> List[str]:
+        self._graph_store.add(nodes)
+        return [n.node_id for n in nodes]
+
+    async def async_add(self, nodes: List[BaseNode], **add_kwargs: Any) -> List[str]:
+        await asyncio.to_thread(self._graph_store.add, nodes)
+        return [n.node_id for n in nodes]
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        self._graph_store.delete(ref_doc_id)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await asyncio.to_thread(self._graph_store.delete, ref_doc_id)
+
+    def delete_nodes(self, node_ids: Optional[List[str]] = None, filters: Any = None, **kwargs: Any) -> None:
+        raise NotImplementedError("Delete passages by document: MilvusGraphStore.delete(ref_doc_id).")
+
+    async def adelete_nodes(self, node_ids: Optional[List[str]] = None, filters: Any = None, **kwargs: Any) -> None:
+        self.delete_nodes(node_ids, filters)
+
+    def clear(self) -> None:
+        self._graph_store.clear()
+
+    async def aclear(self) -> None:
+        await asyncio.to_thread(self._graph_store.clear)
 
 
 class GraphStoreError(RuntimeError):
@@ -216,18 +258,14 @@ class MilvusGraphStore:
             path = Path(uri).expanduser().resolve()
             path.parent.mkdir(parents=True, exist_ok=True)
             self.uri = uri = str(path)
+        self._token, self._client_kwargs = token, client_kwargs
         self.vector_store = self._open_vector_store(token, overwrite, client_kwargs)
         self.client: MilvusClient = self.vector_store.client
         if _is_local_path(uri):
             self._lite_path = uri
             _lite_acquire(uri)
-        self._cache = GraphCache()
-        self._names: Dict[str, int] = {}  # normalized entity name -> entity id
-        self._display: Dict[int, str] = {}  # entity id -> its name as first written
-        use_vectors = self._lite_path is not None if vector_cache is None else vector_cache
-        self._entity_vectors = VectorCache(self._dim) if use_vectors else None
-        self._relation_vectors = VectorCache(self._dim) if use_vectors else None
-        self._passage_vectors = VectorCache(self._dim) if use_vectors else None
+        self._use_vectors = self._lite_path is not None if vector_cache is None else vector_cache
+        self._reset_caches()
         try:
             self._create_collections()
             self._check_dimensions()
@@ -246,7 +284,7 @@ class MilvusGraphStore:
                 for name in (self.entities_collection, self.relations_collection, self.passages_collection):
                     client.drop_collection(name)
                 client.close()
-            return MilvusVectorStore(
+            vector_store = PassageVectorStore(
                 uri=self.uri,
                 token=token,
                 collection_name=self.passages_collection,
@@ -258,6 +296,8 @@ class MilvusGraphStore:
                 consistency_level=self.consistency_level,
                 **client_kwargs,
             )
+            vector_store._graph_store = self
+            return vector_store
         except Exception as exc:
             if _is_local_path(self.uri) and _held_by_another_process(self.uri):
                 raise GraphStoreError(
@@ -265,6 +305,14 @@ class MilvusGraphStore:
                     "there (store.close()) or use another path: Milvus Lite allows one process per path."
                 ) from exc
             raise
+
+    def _reset_caches(self) -> None:
+        self._cache = GraphCache()
+        self._names: Dict[str, int] = {}  # normalized entity name -> entity id
+        self._display: Dict[int, str] = {}  # entity id -> its name as first written
+        self._entity_vectors = VectorCache(self._dim) if self._use_vectors else None
+        self._relation_vectors = VectorCache(self._dim) if self._use_vectors else None
+        self._passage_vectors = VectorCache(self._dim) if self._use_vectors else None
 
     def _create_collections(self) -> None:
         client = self.client
@@ -383,15 +431,31 @@ class MilvusGraphStore:
         page.clear()
 
     # writing ------------------------------------------------------------------------------------
-    def add(self, nodes: Sequence[BaseNode], triplets: Sequence[Sequence[Triplet]]) -> List[str]:
-        """Store passage nodes with their triplets; return the passage ids.
+    def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
+        """Store passage nodes with their triplets (by default, those in their metadata); return the
+        passage ids.
 
         Idempotent: a passage already stored with the same relations is skipped, and known entities and
         relations are not embedded again. Writes go entities, then relations, then passages, so that an
         interrupted call never leaves a passage pointing at a relation that is not stored.
         """
+        if triplets is None:
+            triplets = [given_triplets(node) or [] for node in nodes]
         if len(nodes) != len(triplets):
             raise ValueError(f"got {len(nodes)} nodes but {len(triplets)} triplet lists")
+        for node in nodes:  # check everything before writing anything
+            size = len(node.get_content(MetadataMode.NONE).encode("utf-8"))
+            if size > MAX_PASSAGE_BYTES:
+                raise GraphStoreError(
+                    f"Node {node.node_id} holds {size:,} bytes of text; a passage holds at most "
+                    f"{MAX_PASSAGE_BYTES:,}. Split it first, e.g. with SentenceSplitter(chunk_size=1024) "
+                    "before GraphRAGTransform. Nothing was written."
+                )
+        empty = [n.node_id for n in nodes if not n.get_content(MetadataMode.NONE).strip()]
+        if empty:
+            logger.warning("Skipped %d node(s) with no text: %s", len(empty), ", ".join(empty[:10]))
+            kept = [(n, t) for n, t in zip(nodes, triplets) if n.get_content(MetadataMode.NONE).strip()]
+            nodes, triplets = [n for n, _ in kept], [t for _, t in kept]
         with self._write_lock:
             return self._add(nodes, triplets)
 
@@ -419,7 +483,7 @@ class MilvusGraphStore:
         new_relations = {r: t for r, t in relations.items() if not cache.has_relation(r)}
 
         entity_rows = [{"id": e, "name": name} for e, name in new_entities.items()]
-        vectors = np.asarray(self._embed(list(new_entities.values())), dtype=np.float32).reshape(len(entity_rows), -1)
+        vectors = np.asarray(self._embed(list(new_entities.values())), dtype=np.float32).reshape(len(entity_rows), self._dim)
         synonyms = self._find_synonyms(list(new_entities), vectors)
         for row, vector in zip(entity_rows, vectors):
             row["embedding"] = vector.tolist()
@@ -461,8 +525,12 @@ class MilvusGraphStore:
         rows = []
         for i, (pid, (node, node_triplets)) in enumerate(items):
             row = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
+            document = node.ref_doc_id or node.node_id  # a Document ingested as is is its own document
             row.update(
                 id=pid,
+                doc_id=document,
+                ref_doc_id=document,
+                document_id=document,
                 text=node.get_content(MetadataMode.NONE),
                 embedding=vectors.get(i, node.embedding),
                 relation_ids=[t.id for t in node_triplets],
@@ -551,6 +619,29 @@ class MilvusGraphStore:
                 self.client.delete(self.passages_collection, filter=f"id in [{literals}]")
             self._delete_orphans(*orphans)
 
+    def clear(self) -> None:
+        """Drop every entity, relation and passage of this store (its three collections), and start empty."""
+        with self._write_lock:
+            for name in (self.entities_collection, self.relations_collection, self.passages_collection):
+                self.client.drop_collection(name)
+            self.vector_store._collection_initialized = False
+            self._unflushed.clear()
+        reopened = self._open_vector_store(self._token, False, self._client_kwargs)
+        self.client.close()
+        self.vector_store, self.client = reopened, reopened.client
+        self._create_collections()
+        for name in (self.entities_collection, self.relations_collection, self.passages_collection):
+            self.client.load_collection(name)
+        self._reset_caches()
+
+    async def aadd(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
+        """Async `add`: the work runs off the event loop."""
+        return await asyncio.to_thread(self.add, nodes, triplets)
+
+    async def adelete(self, ref_doc_id: str) -> None:
+        """Async `delete`: the work runs off the event loop."""
+        await asyncio.to_thread(self.delete, ref_doc_id)
+
     # reading ------------------------------------------------------------------------------------
     @property
     def graph(self) -> Graph:
@@ -587,6 +678,17 @@ class MilvusGraphStore:
                     break
             else:
                 i += 1
+        # scripts written without spaces (Chinese, Japanese, Korean): longest known names within each run
+        for run in _CJK_RUN.findall(normalize_name(text)):
+            i = 0
+            while i < len(run):
+                for n in range(min(_MAX_CJK_NAME, len(run) - i), 1, -1):
+                    if run[i : i + n] in self._names:
+                        found.append(run[i : i + n])
+                        i += n
+                        break
+                else:
+                    i += 1
         return list(dict.fromkeys(found))
 
     def search_entities(self, vectors: List[List[float]], top_k: int) -> List[List[Tuple[int, str, float]]]:

@@ -45,10 +45,11 @@ class VectorCache:
             self._size = max(self._size, needed)
 
     def has(self, positions: np.ndarray) -> np.ndarray:
+        size, known = self._size, self._known  # size first: arrays only ever grow after it
         positions = np.asarray(positions, dtype=np.int64)
-        inside = positions < self._size
+        inside = positions < size
         found = np.zeros(len(positions), dtype=bool)
-        found[inside] = self._known[positions[inside]]
+        found[inside] = known[positions[inside]]
         return found
 
     def similarity(self, query: Sequence[float], positions: np.ndarray) -> np.ndarray:
@@ -69,12 +70,14 @@ class VectorCache:
         self, queries: Sequence[Sequence[float]], k: int, alive: np.ndarray
     ) -> List[Tuple[np.ndarray, np.ndarray]]:
         """`top_k` for several queries with one matrix product."""
-        n = min(self._size, len(alive))
-        live = alive[:n] & self._known[:n]
+        size = self._size  # first: the arrays read next are at least this large
+        vectors, known = self._vectors, self._known
+        n = min(size, len(alive))
+        live = alive[:n] & known[:n]
         k = min(k, int(live.sum()))
         if k <= 0 or not len(queries):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
-        scores = np.stack([_unit(q) for q in queries]) @ self._vectors[:n].T
+        scores = np.stack([_unit(q) for q in queries]) @ vectors[:n].T
         scores[:, ~live] = -np.inf
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         found = []
