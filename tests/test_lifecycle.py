@@ -263,3 +263,14 @@ def test_an_ingest_interrupted_halfway_leaves_a_consistent_store_and_resumes(mak
         got = [h.node.node_id for h in GraphRAGRetriever(store=resumed, similarity_top_k=3).retrieve(question)]
         want = [h.node.node_id for h in GraphRAGRetriever(store=reference, similarity_top_k=3).retrieve(question)]
         assert got == want
+
+
+def test_clear_empties_the_store_and_it_keeps_working(make_store):
+    store = make_store()
+    GraphRAGTransform(store=store)(bernoulli_documents())
+    store.clear()
+    assert store.count() == {"entities": 0, "relations": 0, "passages": 0}
+    assert store.cache.counts() == store.count()
+    GraphRAGTransform(store=store)(bernoulli_documents()[:1])
+    assert store.count()["passages"] == 1
+    assert [h.node.node_id for h in GraphRAGRetriever(store=store).retrieve("Jakob")] == ["bernoulli-jakob"]
