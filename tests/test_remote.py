@@ -1,0 +1,37 @@
+"""Expansion inside Milvus gives the same candidates as the in-memory adjacency."""
+
+import numpy as np
+import pytest
+from llama_index.core.schema import TextNode
+
+from llama_index_graphrag_milvus import GraphRAGTransform
+from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.remote import MilvusExpander
+
+
+def random_corpus(seed=5, passages=60, entities=40):
+    rng = np.random.default_rng(seed)
+    nodes = []
+    for p in range(passages):
+        triplets = [[f"e{rng.integers(entities)}", f"r{rng.integers(5)}", f"e{rng.integers(entities)}"] for _ in range(rng.integers(1, 5))]
+        nodes.append(TextNode(id_=f"p{p}", text=f"passage {p}", metadata={"triplets": triplets}))
+    return nodes
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_milvus_expansion_matches_the_in_memory_one(make_store, degree):
+    store = make_store()
+    GraphRAGTransform(store=store)(random_corpus())
+    cache, graph = store.cache, store.graph
+    expander = MilvusExpander(store.client, store.relations_collection)
+    rng = np.random.default_rng(degree)
+    entity_ids = [e for e in cache.entities.ids if cache.has_entity(e)]
+    relation_ids = [r for r in cache.relations.ids if cache.has_relation(r)]
+    for _ in range(5):
+        seeds_e = list(rng.choice(entity_ids, 3, replace=False))
+        seeds_r = list(rng.choice(relation_ids, 3, replace=False))
+        local_e = expand_from_entities(graph, [cache.entities.position[e] for e in seeds_e], degree)
+        local_r = expand_from_relations(graph, [cache.relations.position[r] for r in seeds_r], degree)
+        assert expander.from_entities(seeds_e, degree) == {cache.relations.ids[p] for p in local_e.tolist()}
+        assert expander.from_relations(seeds_r, degree) == {cache.relations.ids[p] for p in local_r.tolist()}
+    assert expander.queries > 0
