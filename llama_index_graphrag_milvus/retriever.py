@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_graphrag_milvus.events import (
+    GraphRAGDenseSearchEvent,
+    GraphRAGEntitySearchEvent,
+    GraphRAGExpansionEvent,
+    GraphRAGPassagesEvent,
+    GraphRAGRelationSearchEvent,
+    GraphRAGRerankEvent,
+)
 from llama_index_graphrag_milvus.graph import (
     chain_scores,
     expand_from_entities,
@@ -31,7 +41,12 @@ from llama_index_graphrag_milvus.rerank import RerankResult, allm_rerank, by_sim
 from llama_index_graphrag_milvus.schema import ScoredRelation
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
+if TYPE_CHECKING:
+    from llama_index_graphrag_milvus.explain import Explanation
+
 logger = logging.getLogger(__name__)
+#: Spans (one per step) and `events` of every retrieval go through this LlamaIndex dispatcher.
+dispatcher = get_dispatcher(__name__)
 
 #: Metadata key of a returned passage: the relations that selected it, as printable strings.
 RELATIONS_KEY = "graphrag_relations"
@@ -50,6 +65,7 @@ class Retrieval:
     dense: List[tuple] = field(default_factory=list)  # (passage id, cosine), dense retrieval's order
     thought_process: Optional[str] = None
     nodes: List[NodeWithScore] = field(default_factory=list)
+    reranker: Optional[str] = None  # "llm", or the graph ranking used: "chain", "ppr", "similarity"
 
 
 class GraphRAGRetriever(BaseRetriever):
@@ -159,39 +175,78 @@ class GraphRAGRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         return (await self.atrace(query_bundle)).nodes
 
+    @dispatcher.span
     def trace(self, query: QueryBundle | str) -> Retrieval:
         """Retrieve, and return every step: mentions, seeds, candidates, chosen relations, passages."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
-        embed = self.store.embed_model
         run = Retrieval(query=bundle.query_str)
-        run.mentions = self._mentions_from_llm(bundle.query_str) if self.llm else self._matched(bundle)
-        vector = bundle.embedding or embed.get_query_embedding(bundle.query_str)
-        mention_vectors = embed.get_text_embedding_batch(run.mentions) if run.mentions else []
-        self._gather(run, vector, mention_vectors)
-        picked = None
-        if self.llm is not None:
-            picked = llm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
-        self._rank(run, vector, picked)
+        self._entity_search(run)
+        vector = bundle.embedding or self.store.embed_model.get_query_embedding(bundle.query_str)
+        self._gather(run, vector)
+        self._map_passages(run, *self._rerank(run, vector))
         return run
 
+    @dispatcher.span
     async def atrace(self, query: QueryBundle | str) -> Retrieval:
         """Async `trace`: LLM and embedding calls are awaited, Milvus calls run off the event loop."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
-        embed = self.store.embed_model
         run = Retrieval(query=bundle.query_str)
-        run.mentions = await self._amentions_from_llm(bundle.query_str) if self.llm else self._matched(bundle)
-        vector = bundle.embedding or await embed.aget_query_embedding(bundle.query_str)
-        mention_vectors = await embed.aget_text_embedding_batch(run.mentions) if run.mentions else []
-        await asyncio.to_thread(self._gather, run, vector, mention_vectors)
-        picked = None
-        if self.llm is not None:
-            picked = await allm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
-        await asyncio.to_thread(self._rank, run, vector, picked)
+        await self._aentity_search(run)
+        vector = bundle.embedding or await self.store.embed_model.aget_query_embedding(bundle.query_str)
+        await asyncio.to_thread(self._gather, run, vector)
+        ranked = await self._arerank(run, vector)
+        await asyncio.to_thread(self._map_passages, run, *ranked)
         return run
 
+    def explain(self, query: QueryBundle | str) -> "Explanation":
+        """Retrieve, and return an `Explanation`: seeds, candidates, chosen relations and passages, printable
+        and drawable (`.to_png(path)`, inline in a notebook)."""
+        from llama_index_graphrag_milvus.explain import Explanation
+
+        return Explanation.from_retrieval(self.trace(query), self.store)
+
+    async def aexplain(self, query: QueryBundle | str) -> "Explanation":
+        """Async `explain`."""
+        from llama_index_graphrag_milvus.explain import Explanation
+
+        run = await self.atrace(query)
+        return await asyncio.to_thread(Explanation.from_retrieval, run, self.store)
+
     # steps --------------------------------------------------------------------------------------
-    def _matched(self, bundle: QueryBundle) -> List[str]:
-        return self.store.match_entities(bundle.query_str)
+    @dispatcher.span
+    def _entity_search(self, run: Retrieval) -> None:
+        """The entities the question names (LLM NER or known names), and the nearest entities to each."""
+        start = time.perf_counter()
+        run.mentions = self._mentions_from_llm(run.query) if self.llm else self.store.match_entities(run.query)
+        vectors = self.store.embed_model.get_text_embedding_batch(run.mentions) if run.mentions else []
+        self._search_entities(run, vectors)
+        self._entities_found(run, start)
+
+    @dispatcher.span
+    async def _aentity_search(self, run: Retrieval) -> None:
+        start = time.perf_counter()
+        if self.llm:
+            run.mentions = await self._amentions_from_llm(run.query)
+        else:
+            run.mentions = self.store.match_entities(run.query)
+        vectors = await self.store.embed_model.aget_text_embedding_batch(run.mentions) if run.mentions else []
+        await asyncio.to_thread(self._search_entities, run, vectors)
+        self._entities_found(run, start)
+
+    def _search_entities(self, run: Retrieval, mention_vectors: List[List[float]]) -> None:
+        for hits in self.store.search_entities(mention_vectors, self.entity_top_k):
+            run.seed_entities.extend(hits)
+
+    def _entities_found(self, run: Retrieval, start: float) -> None:
+        dispatcher.event(
+            GraphRAGEntitySearchEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                mentions=list(run.mentions),
+                entities=[f"{name} ({score:.3f})" for _, name, score in run.seed_entities],
+                by_llm=self.llm is not None,
+            )
+        )
 
     def _mentions_from_llm(self, query: str) -> List[str]:
         answer: Any = None
@@ -213,14 +268,44 @@ class GraphRAGRetriever(BaseRetriever):
         logger.warning("LLM NER unusable (%s); matching known entity names instead. Answer: %.300r", exc, answer)
         return self.store.match_entities(query)
 
-    def _gather(self, run: Retrieval, vector: List[float], mention_vectors: List[List[float]]) -> None:
-        """Seeds, dense passages and the candidate relations with their similarity to the question."""
+    def _gather(self, run: Retrieval, vector: List[float]) -> None:
+        """Seed relations, dense passages and the candidate relations, with their similarity to the question."""
+        self._relation_search(run, vector)
+        self._dense_search(run, vector)
+        self._expand(run, vector)
+
+    @dispatcher.span
+    def _relation_search(self, run: Retrieval, vector: List[float]) -> None:
+        start = time.perf_counter()
+        run.seed_relations = self.store.search_relations(vector, self.relation_top_k, with_text=False)
+        dispatcher.event(
+            GraphRAGRelationSearchEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                relation_ids=[r.id for r in run.seed_relations],
+                scores=[r.score for r in run.seed_relations],
+            )
+        )
+
+    @dispatcher.span
+    def _dense_search(self, run: Retrieval, vector: List[float]) -> None:
+        start = time.perf_counter()
+        run.dense = self.store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k))
+        dispatcher.event(
+            GraphRAGDenseSearchEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                passage_ids=[p for p, _ in run.dense],
+                scores=[score for _, score in run.dense],
+            )
+        )
+
+    @dispatcher.span
+    def _expand(self, run: Retrieval, vector: List[float]) -> None:
+        """Expand the seeds over the graph; keep the candidates most similar to the question."""
+        start = time.perf_counter()
         store, cache = self.store, self.store.cache
         graph = store.graph
-        for hits in store.search_entities(mention_vectors, self.entity_top_k):
-            run.seed_entities.extend(hits)
-        run.seed_relations = store.search_relations(vector, self.relation_top_k, with_text=False)
-        run.dense = store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k))
         entities = _positions(cache.entities.position, [e for e, _, _ in run.seed_entities])
         relations = _positions(cache.relations.position, [r.id for r in run.seed_relations])
         reached = np.union1d(
@@ -237,13 +322,56 @@ class GraphRAGRetriever(BaseRetriever):
         run.candidates = store.search_relations(
             vector, self.max_candidate_relations, among=ids, with_text=self.llm is not None
         )
+        dispatcher.event(
+            GraphRAGExpansionEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                expansion_degree=self.expansion_degree,
+                reached=len(ids),
+                candidates=len(run.candidates),
+            )
+        )
 
-    def _rank(self, run: Retrieval, vector: List[float], picked: Optional[RerankResult]) -> None:
-        """Order the passages, fetch the top `similarity_top_k` and attach their relations."""
+    @dispatcher.span
+    def _rerank(self, run: Retrieval, vector: List[float]) -> "_Ranked":
+        """Rerank the candidates (LLM or graph) and order the passages."""
+        start = time.perf_counter()
+        picked = None
+        if self.llm is not None:
+            picked = llm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
+        ranked = self._rank(run, vector, picked)
+        self._reranked(run, start)
+        return ranked
+
+    @dispatcher.span
+    async def _arerank(self, run: Retrieval, vector: List[float]) -> "_Ranked":
+        start = time.perf_counter()
+        picked = None
+        if self.llm is not None:
+            picked = await allm_rerank(self.llm, self.rerank_prompt, run.query, run.candidates, self.rerank_top_n)
+        ranked = await asyncio.to_thread(self._rank, run, vector, picked)
+        self._reranked(run, start)
+        return ranked
+
+    def _reranked(self, run: Retrieval, start: float) -> None:
+        dispatcher.event(
+            GraphRAGRerankEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                reranker=run.reranker or "",
+                chosen=[str(r) for r in run.chosen],
+                thought_process=run.thought_process,
+            )
+        )
+
+    def _rank(self, run: Retrieval, vector: List[float], picked: Optional[RerankResult]) -> "_Ranked":
+        """Order the passages: the top `similarity_top_k` passage ids, their scores and their relations
+        (described: seeds, chosen and those behind the top passages)."""
         scored: Dict[str, float] = {}
         why: Dict[str, List[ScoredRelation]] = {}
         if picked is not None:  # the LLM's relations first, in its order
             run.chosen, run.thought_process = picked.relations, picked.thought_process
+            run.reranker = "llm" if picked.by_llm else "similarity"  # "similarity": the LLM's answer was unusable
             for relation in picked.relations:
                 for pid in relation.passage_ids:
                     why.setdefault(pid, []).append(relation)
@@ -255,6 +383,7 @@ class GraphRAGRetriever(BaseRetriever):
         else:
             ranking, chains = self._similarity_ranking(run)
         if picked is None:
+            run.reranker = self.reranker
             run.chosen = _unique_relations(chains, ranking, self.rerank_top_n)
         for pid, score in ranking:
             if len(scored) >= self.similarity_top_k:
@@ -265,7 +394,16 @@ class GraphRAGRetriever(BaseRetriever):
         pids = list(scored)[: self.similarity_top_k]
         shown = {r.id: r for r in [*run.seed_relations, *run.chosen, *(r for p in pids for r in why.get(p, []))]}
         self.store.describe(list(shown.values()))
+        return pids, scored, why
+
+    @dispatcher.span
+    def _map_passages(
+        self, run: Retrieval, pids: List[str], scored: Dict[str, float], why: Dict[str, List[ScoredRelation]]
+    ) -> None:
+        """Fetch the top passages as the ingested nodes and attach the relations that selected each."""
+        start = time.perf_counter()
         nodes = self.store.get_passages(pids)
+        mapped = []
         for pid in pids:
             if pid not in nodes:  # deleted since the adjacency was read
                 continue
@@ -275,6 +413,15 @@ class GraphRAGRetriever(BaseRetriever):
                 if RELATIONS_KEY not in excluded:
                     excluded.append(RELATIONS_KEY)
             run.nodes.append(NodeWithScore(node=node, score=scored[pid]))
+            mapped.append(pid)
+        dispatcher.event(
+            GraphRAGPassagesEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                passage_ids=mapped,
+                relations=[[str(r) for r in why.get(pid, [])] for pid in mapped],
+            )
+        )
 
     def _similarity_ranking(self, run: Retrieval):
         """The notebook's order: passages of the most similar relations, then dense passages."""
@@ -349,6 +496,14 @@ class GraphRAGRetriever(BaseRetriever):
 
 
 RERANKERS = ("chain", "ppr", "similarity")
+
+#: The passage ids in order, their scores, and the relations that selected each.
+_Ranked = Tuple[List[str], Dict[str, float], Dict[str, List[ScoredRelation]]]
+
+
+def _ms(start: float) -> float:
+    """Milliseconds since `start` (a `time.perf_counter()`)."""
+    return (time.perf_counter() - start) * 1000.0
 
 
 def _positions(index: Dict, ids: Sequence) -> np.ndarray:
