@@ -22,11 +22,11 @@ _EMPTY = np.zeros(0, dtype=np.int32)
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, shape: Tuple[int, int]) -> sp.csr_matrix:
-    data = np.ones(len(rows), dtype=np.float32)
+    """A binary incidence matrix; its data are int8 ones (1 byte per edge), indices int32."""
+    data = np.ones(len(rows), dtype=np.int32)
     matrix = sp.csr_matrix((data, (rows, cols)), shape=shape)
     matrix.sum_duplicates()
-    matrix.data[:] = 1.0
-    return matrix
+    return sp.csr_matrix((np.ones(matrix.nnz, dtype=np.int8), matrix.indices, matrix.indptr), shape=shape)
 
 
 def neighbours(matrix: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
@@ -64,7 +64,7 @@ class Graph:
     @cached_property
     def passage_counts(self) -> np.ndarray:
         """For each entity, the number of passages stating one of its relations."""
-        mentions = (self.entity_relation @ self.relation_passage).tocsr()
+        mentions = (self.entity_relation.astype(np.int32) @ self.relation_passage.astype(np.int32)).tocsr()
         return np.diff(mentions.indptr)
 
     @property
