@@ -1,0 +1,406 @@
+"""`Explanation`: what one Graph RAG retrieval did, printable and drawable.
+
+    explanation = retriever.explain("What contribution did the son of Euler's teacher make?")
+    print(explanation)                 # seeds, candidates, chosen relations (and the LLM's reasoning), passages
+    explanation.to_png("subgraph.png")  # the subgraph; a notebook shows it inline
+
+Drawing needs the `viz` extra (networkx and matplotlib): ``pip install 'llama-index-graphrag-milvus[viz]'``.
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from llama_index.core.schema import NodeWithScore
+
+from llama_index_graphrag_milvus.retriever import RELATIONS_KEY, Retrieval
+from llama_index_graphrag_milvus.schema import ScoredRelation, normalize_name
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from llama_index_graphrag_milvus.store import MilvusGraphStore
+
+#: Relations drawn at most (the chosen ones, those behind the passages and the seeds always are).
+MAX_DRAWN_RELATIONS = 30
+
+_VIZ_HINT = "pip install 'llama-index-graphrag-milvus[viz]'"
+
+# colours: seeds orange, chosen relations red, passages green, the rest grey-blue
+_ENTITY, _ENTITY_EDGE = "#dbe4ee", "#6b7b8f"
+_SEED = "#f39c12"
+_CANDIDATE = "#a3acb9"
+_SEED_RELATION = "#e67e22"
+_CHOSEN = "#d62728"
+_PASSAGE, _PASSAGE_EDGE = "#d8f0d2", "#2e8b3e"
+
+
+@dataclass
+class Explanation:
+    """One retrieval, step by step: from the question's entities to the passages returned.
+
+    Attributes:
+        query: The question.
+        mentions: The entity names taken from the question (LLM NER, or known names matched).
+        seed_entities: The entities found for the mentions, as (entity id, name, cosine).
+        seed_relations: The relations nearest to the question.
+        candidates: The relations reached by expanding the seeds, best first (cosine to the question;
+            after an LLM rerank, its order).
+        chosen: The relations the rerank chose, best first.
+        thought_process: The LLM's reasoning, when an LLM reranked and gave one.
+        reranker: "llm", or the graph ranking used without one ("chain", "ppr", "similarity").
+        passages: The passages returned; each carries the relations that chose it in
+            `node.metadata["graphrag_relations"]`.
+        retrieval: The `Retrieval` this explains.
+    """
+
+    query: str
+    mentions: List[str]
+    seed_entities: List[Tuple[int, str, float]]
+    seed_relations: List[ScoredRelation]
+    candidates: List[ScoredRelation]
+    chosen: List[ScoredRelation]
+    thought_process: Optional[str]
+    reranker: Optional[str]
+    passages: List[NodeWithScore]
+    retrieval: Retrieval = field(repr=False)
+
+    @classmethod
+    def from_retrieval(cls, run: Retrieval, store: "MilvusGraphStore") -> "Explanation":
+        """Explain `run`; the relations' texts are read from `store` where the retrieval left them out."""
+        store.describe([*run.seed_relations, *run.candidates, *run.chosen])
+        return cls(
+            query=run.query,
+            mentions=list(run.mentions),
+            seed_entities=list(run.seed_entities),
+            seed_relations=list(run.seed_relations),
+            candidates=sorted(run.candidates, key=lambda r: -r.score),
+            chosen=list(run.chosen),
+            thought_process=run.thought_process,
+            reranker=run.reranker,
+            passages=list(run.nodes),
+            retrieval=run,
+        )
+
+    @property
+    def by_llm(self) -> bool:
+        """Whether an LLM chose the relations."""
+        return self.reranker == "llm"
+
+    def relations_of(self, passage: NodeWithScore) -> List[ScoredRelation]:
+        """The relations that chose a returned passage."""
+        known = self._known_relations()
+        return [known[text] for text in passage.node.metadata.get(RELATIONS_KEY, []) if text in known]
+
+    def _known_relations(self) -> Dict[str, ScoredRelation]:
+        known: Dict[str, ScoredRelation] = {}
+        for relation in [*self.chosen, *self.seed_relations, *self.candidates]:
+            known.setdefault(str(relation), relation)
+        return known
+
+    # text ---------------------------------------------------------------------------------------
+    def to_text(self, max_candidates: int = 10, width: int = 100) -> str:
+        """The explanation as compact text, one section per step."""
+        lines = [f"Question: {self.query}", ""]
+        lines.append("Mentions: " + (", ".join(self.mentions) or "(none)"))
+        seeds = sorted(self.seed_entities, key=lambda e: -e[2])
+        lines.append(
+            f"Seed entities ({len(seeds)}): "
+            + (", ".join(f"{name or eid} {score:.2f}" for eid, name, score in seeds) or "(none)")
+        )
+        lines.append(f"Seed relations ({len(self.seed_relations)}, nearest to the question):")
+        lines += [f"  {r.score:.3f}  {r}" for r in self.seed_relations]
+        shown = self.candidates[:max_candidates]
+        order = "the LLM's order" if self.by_llm else "cosine to the question"
+        lines.append(f"Candidates after expansion: {len(self.candidates)}; the best {len(shown)} ({order}):")
+        lines += [f"  {r.score:.3f}  {r}" for r in shown]
+        if self.by_llm:
+            lines.append(f"Chosen by the LLM rerank ({len(self.chosen)}):")
+        else:
+            lines.append(f"Chosen by the graph rerank, {self.reranker or 'none'} ({len(self.chosen)}):")
+        lines += [f"  {n}. {r}" for n, r in enumerate(self.chosen, start=1)]
+        if self.thought_process:
+            lines.append("Reasoning:")
+            lines += textwrap.wrap(" ".join(self.thought_process.split()), width, initial_indent="  ",
+                                   subsequent_indent="  ")
+        lines.append(f"Passages ({len(self.passages)}):")
+        for rank, hit in enumerate(self.passages, start=1):
+            text = textwrap.shorten(hit.node.get_content(), max(40, width - 30), placeholder=" ...")
+            score = "" if hit.score is None else f" {hit.score:.3f}"
+            lines.append(f"  {rank}. [{_doc(hit)}]{score}  {text}")
+            lines += [f"       via {relation}" for relation in hit.node.metadata.get(RELATIONS_KEY, [])]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return (
+            f"Explanation(query={self.query!r}, seed_entities={len(self.seed_entities)}, "
+            f"candidates={len(self.candidates)}, chosen={len(self.chosen)}, passages={len(self.passages)}, "
+            f"reranker={self.reranker!r})"
+        )
+
+    # drawing ------------------------------------------------------------------------------------
+    def figure(self, max_relations: int = MAX_DRAWN_RELATIONS) -> "Figure":
+        """The subgraph as a matplotlib `Figure` (not attached to pyplot): entities, the relations drawn
+        (chosen, behind the passages, seeds, then the best candidates up to `max_relations`) and the
+        passages returned, linked to the relations that chose them."""
+        nx, Figure = _viz()
+        return _draw(self, nx, Figure, max_relations)
+
+    def to_png(self, path: Union[str, Path], max_relations: int = MAX_DRAWN_RELATIONS, dpi: int = 150) -> Path:
+        """Draw the subgraph (see `figure`) into a PNG file; returns its path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.figure(max_relations).savefig(path, dpi=dpi, facecolor="white")
+        return path
+
+    def _repr_png_(self) -> Optional[bytes]:
+        """Inline display in Jupyter (nothing when networkx or matplotlib are missing: the text shows)."""
+        try:
+            figure = self.figure()
+        except ImportError:
+            return None
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100, facecolor="white")
+        return buffer.getvalue()
+
+
+def _viz() -> Tuple[Any, Any]:
+    try:
+        import networkx as nx
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError(
+            f"Drawing an Explanation needs networkx and matplotlib ({exc.name} is missing): {_VIZ_HINT}"
+        ) from exc
+    return nx, Figure
+
+
+def _doc(hit: NodeWithScore) -> str:
+    return str(hit.node.ref_doc_id or hit.node.node_id)
+
+
+def _title(hit: NodeWithScore) -> str:
+    title = hit.node.metadata.get("title")
+    return str(title) if isinstance(title, str) and title.strip() else _doc(hit)
+
+
+def _short(text: str, width: int = 18, lines: int = 2) -> str:
+    """`text` on at most `lines` lines of about `width` characters, cut with an ellipsis."""
+    words = " ".join(str(text).split())
+    wrapped = textwrap.wrap(words, width, break_long_words=True) or [""]
+    if len(wrapped) > lines:
+        last = wrapped[lines - 1]
+        wrapped = wrapped[: lines - 1] + [(last[: width - 1] if len(last) >= width else last) + "…"]
+    return "\n".join(wrapped)
+
+
+def _drawn_relations(explanation: Explanation, max_relations: int) -> List[ScoredRelation]:
+    """Chosen, behind a passage, seeds, then the best candidates, up to `max_relations` (the first
+    three kinds always), without repeats."""
+    picked: Dict[int, ScoredRelation] = {}
+    always = [*explanation.chosen]
+    for hit in explanation.passages:
+        always += explanation.relations_of(hit)
+    always += explanation.seed_relations
+    for relation in always:
+        picked.setdefault(relation.id, relation)
+    for relation in explanation.candidates:
+        if len(picked) >= max_relations:
+            break
+        picked.setdefault(relation.id, relation)
+    return [r for r in picked.values() if r.predicate]  # texts unknown (deleted since): not drawable
+
+
+def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) -> "Figure":
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyArrowPatch, Patch
+
+    relations = _drawn_relations(explanation, max_relations)
+    # chosen: by the rerank, or behind a returned passage (the chain that led to it)
+    chosen = {r.id for r in explanation.chosen}
+    chosen |= {r.id for hit in explanation.passages for r in explanation.relations_of(hit)}
+    seed_relations = {r.id for r in explanation.seed_relations}
+
+    def level(relation: ScoredRelation) -> int:  # 0 candidate, 1 seed, 2 chosen
+        return 2 if relation.id in chosen else 1 if relation.id in seed_relations else 0
+
+    # entities, keyed by normalized name (as the store identifies them), shown as first written
+    names: Dict[str, str] = {}
+    seeds = sorted(explanation.seed_entities, key=lambda e: -e[2])
+    seed_keys = {normalize_name(name) for _, name, _ in seeds if name}
+    for _, name, _ in seeds[:10]:
+        if name:
+            names.setdefault(normalize_name(name), name)
+    for relation in relations:
+        names.setdefault(normalize_name(relation.subject), relation.subject)
+        names.setdefault(normalize_name(relation.object), relation.object)
+    passages = list(enumerate(explanation.passages, start=1))
+    drawn = {r.id for r in relations}
+    links = {rank: [r for r in explanation.relations_of(hit) if r.id in drawn] for rank, hit in passages}
+
+    # the layout places entities, relations (the middle of their edge) and passages alike, so that
+    # parallel relations, their labels and the passages spread apart
+    layout = nx.Graph()
+    layout.add_nodes_from(("e", key) for key in names)
+    for relation in relations:
+        layout.add_edge(("r", relation.id), ("e", normalize_name(relation.subject)))
+        layout.add_edge(("r", relation.id), ("e", normalize_name(relation.object)))
+    for rank, _ in passages:
+        layout.add_node(("p", rank))
+        for relation in links[rank]:
+            layout.add_edge(("p", rank), ("r", relation.id), length=2.0)
+    for a, _ in passages:  # passages chosen by the same relation would land on one another
+        for b, _ in passages:
+            if a < b and {r.id for r in links[a]} & {r.id for r in links[b]}:
+                layout.add_edge(("p", a), ("p", b), length=2.5)
+    pos = _layout(nx, layout)
+
+    entities = len(names) + len(passages)
+    width = min(22.0, 11.0 + 0.2 * entities)
+    figure = Figure(figsize=(width, width * 0.75))
+    figure.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.09)
+    ax = figure.add_subplot()
+    ax.set_axis_off()
+    figure.text(0.012, 0.975, textwrap.shorten(explanation.query, 120, placeholder=" ..."),
+                fontsize=15, fontweight="bold", va="top")
+    how = "LLM rerank" if explanation.by_llm else f"graph rerank ({explanation.reranker or 'none'})"
+    figure.text(
+        0.012, 0.94,
+        f"{how} · {len(explanation.chosen)} relations chosen · {len(explanation.passages)} passages returned · "
+        f"{len(relations)} of {len(explanation.candidates)} candidate relations drawn (the best by score)",
+        fontsize=10.5, color="#444444", va="top",
+    )
+    if not len(layout):
+        ax.text(0.5, 0.5, "Nothing was found for this question.", ha="center", va="center", fontsize=13)
+        return figure
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    pad_x, pad_y = 0.08 * (max(xs) - min(xs) or 1), 0.08 * (max(ys) - min(ys) or 1)
+    ax.set_xlim(min(xs) - pad_x, max(xs) + pad_x)
+    ax.set_ylim(min(ys) - pad_y, max(ys) + pad_y)
+
+    # relations: subject → object, through their layout point; grey under orange seeds under red chosen
+    for relation in sorted(relations, key=level):
+        s, o = ("e", normalize_name(relation.subject)), ("e", normalize_name(relation.object))
+        middle = pos[("r", relation.id)]
+        lv = level(relation)
+        colour = (_CANDIDATE, _SEED_RELATION, _CHOSEN)[lv]
+        if s != o:
+            ax.add_patch(
+                FancyArrowPatch(
+                    pos[s], pos[o], arrowstyle="-|>", connectionstyle=_Through(ax, middle),
+                    mutation_scale=(13, 16, 20)[lv], lw=(1.1, 2.0, 3.2)[lv], color=colour,
+                    linestyle=("-", (0, (5, 3)), "-")[lv], shrinkA=12, shrinkB=14, zorder=1 + lv, alpha=0.9,
+                )
+            )
+        else:  # a relation of an entity with itself: a plain line to its label
+            ax.plot(*zip(pos[s], middle), color=colour, lw=(1.1, 2.0, 3.2)[lv], zorder=1 + lv)
+        ax.text(
+            *middle, _short(relation.predicate, 18, 2), fontsize=(8, 9, 10)[lv],
+            color=colour if lv else "#4f5864", fontweight="bold" if lv == 2 else "normal",
+            ha="center", va="center", zorder=6 + lv,
+            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
+        )
+
+    for key, name in names.items():
+        seed = key in seed_keys
+        ax.scatter(
+            *pos[("e", key)], s=560 if seed else 320, c=_SEED if seed else _ENTITY, edgecolors=_ENTITY_EDGE,
+            linewidths=1.2, zorder=10,
+        )
+        ax.annotate(
+            _short(name), pos[("e", key)], xytext=(0, -15), textcoords="offset points", ha="center", va="top",
+            fontsize=10.5 if seed else 9.5, fontweight="bold" if seed else "normal", zorder=11,
+            bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="none", alpha=0.7),
+        )
+
+    for rank, hit in passages:
+        here = pos[("p", rank)]
+        for relation in links[rank]:
+            there = pos[("r", relation.id)]
+            ax.plot([here[0], there[0]], [here[1], there[1]], color=_PASSAGE_EDGE, lw=1.8, ls=(0, (1, 2)), zorder=4)
+        score = "" if hit.score is None else f"  {hit.score:.2f}"
+        label = f"#{rank} {_short(_title(hit), 26, 1)}{score}\n{_short(hit.node.get_content(), 30, 2)}"
+        ax.text(
+            *here, label, fontsize=9, ha="center", va="center", zorder=12,
+            bbox=dict(boxstyle="round,pad=0.45", fc=_PASSAGE, ec=_PASSAGE_EDGE, lw=1.6),
+        )
+
+    handles = [
+        Line2D([], [], marker="o", ls="", ms=13, mfc=_SEED, mec=_ENTITY_EDGE, label="seed entity (named in the question)"),
+        Line2D([], [], marker="o", ls="", ms=10, mfc=_ENTITY, mec=_ENTITY_EDGE, label="entity"),
+        Line2D([], [], color=_CHOSEN, lw=3.2, label="chosen relation (led to a passage)"),
+        Line2D([], [], color=_SEED_RELATION, lw=2, ls=(0, (5, 3)), label="seed relation (nearest the question)"),
+        Line2D([], [], color=_CANDIDATE, lw=1.1, label="candidate relation (subject → object)"),
+        Patch(fc=_PASSAGE, ec=_PASSAGE_EDGE, lw=1.6, label="passage returned"),
+        Line2D([], [], color=_PASSAGE_EDGE, lw=1.8, ls=(0, (1, 2)), label="relation that chose the passage"),
+    ]
+    figure.legend(handles=handles, loc="lower center", ncol=4, fontsize=10, frameon=False)
+    return figure
+
+
+class _Through:
+    """A matplotlib connection style: the quadratic curve from A to B through a point given in data
+    coordinates (the relation's place in the layout); arrow shrinking and clipping as usual."""
+
+    def __init__(self, ax: Any, through: Sequence[float]) -> None:
+        from matplotlib.patches import ConnectionStyle
+
+        self._base = ConnectionStyle._Base()
+        self._base.connect = self.connect
+        self.ax, self.through = ax, through
+
+    def connect(self, posA: Sequence[float], posB: Sequence[float]) -> Any:
+        from matplotlib.path import Path as MplPath
+
+        mx, my = self.ax.transData.transform(self.through)
+        control = (2 * mx - (posA[0] + posB[0]) / 2, 2 * my - (posA[1] + posB[1]) / 2)
+        return MplPath([posA, control, posB], [MplPath.MOVETO, MplPath.CURVE3, MplPath.CURVE3])
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._base(*args, **kwargs)
+
+
+def _layout(nx: Any, graph: Any) -> Dict[Any, Tuple[float, float]]:
+    """Kamada-Kawai per connected component (edge `length` as the distance), each component scaled to a
+    mean edge length of 1, the components packed in rows from the largest."""
+    if len(graph) == 0:
+        return {}
+    boxes = []
+    for component in sorted(nx.connected_components(graph), key=lambda c: (-len(c), sorted(map(str, c)))):
+        sub = graph.subgraph(component)
+        if len(sub) == 1:
+            placed = {next(iter(component)): (0.0, 0.0)}
+        else:
+            local = nx.kamada_kawai_layout(sub, weight="length")
+            lengths = [
+                ((local[a][0] - local[b][0]) ** 2 + (local[a][1] - local[b][1]) ** 2) ** 0.5 / d.get("length", 1.0)
+                for a, b, d in sub.edges(data=True)
+            ]
+            scale = 1.0 / (sum(lengths) / len(lengths) or 1.0)
+            lx = min(p[0] for p in local.values())
+            ly = min(p[1] for p in local.values())
+            placed = {n: ((p[0] - lx) * scale, (p[1] - ly) * scale) for n, p in local.items()}
+        w = max(p[0] for p in placed.values())
+        h = max(p[1] for p in placed.values())
+        boxes.append((placed, w, h))
+    # shelf packing: rows as wide as the largest component, or as the square root of the total area
+    gap = 1.2
+    row_width = max(max(w for _, w, _ in boxes), sum((w + gap) * (h + gap) for _, w, h in boxes) ** 0.5 * 1.3)
+    pos: Dict[Any, Tuple[float, float]] = {}
+    x = y = row_height = 0.0
+    for placed, w, h in boxes:
+        if x > 0 and x + w > row_width:
+            x, y, row_height = 0.0, y - row_height - gap, 0.0
+        for node, (px, py) in placed.items():
+            pos[node] = (px + x, y - h + py)
+        x += w + gap
+        row_height = max(row_height, h)
+    return pos
