@@ -312,22 +312,28 @@ class GraphRAGRetriever(BaseRetriever):
             expand_from_entities(graph, entities, self.expansion_degree),
             expand_from_relations(graph, relations, self.expansion_degree),
         )
+        touched = len(reached)
+        with_text = self.llm is not None
+        cap = self.max_candidate_relations
         if self.llm is None and self.reranker != "similarity":
+            # the capped candidates, the relations of the top dense passages, and the best relations of
+            # the synonyms of their entities: every step is cut by similarity, so a hub costs one pass
+            reached = _top(store.rank_relations(vector, reached, cap, with_text=False), cache)
             top_passages = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
             reached = np.union1d(reached, graph.relations_of_passages(top_passages))
             if self.use_synonyms:
                 synonyms = np.unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
-                reached = np.union1d(reached, graph.relations_of_entities(synonyms))
-        ids = [cache.relations.ids[p] for p in reached.tolist()]
-        run.candidates = store.search_relations(
-            vector, self.max_candidate_relations, among=ids, with_text=self.llm is not None
-        )
+                extra = graph.relations_of_entities(synonyms)
+                touched += len(extra)
+                extra = _top(store.rank_relations(vector, extra, cap, with_text=False), cache)
+                reached = np.union1d(reached, extra)
+        run.candidates = store.rank_relations(vector, reached, cap, with_text=with_text)
         dispatcher.event(
             GraphRAGExpansionEvent(
                 query=run.query,
                 duration_ms=_ms(start),
                 expansion_degree=self.expansion_degree,
-                reached=len(ids),
+                reached=touched,
                 candidates=len(run.candidates),
             )
         )
@@ -504,6 +510,10 @@ _Ranked = Tuple[List[str], Dict[str, float], Dict[str, List[ScoredRelation]]]
 def _ms(start: float) -> float:
     """Milliseconds since `start` (a `time.perf_counter()`)."""
     return (time.perf_counter() - start) * 1000.0
+
+
+def _top(relations: List[ScoredRelation], cache) -> np.ndarray:
+    return np.array([cache.relations.position[r.id] for r in relations if cache.has_relation(r.id)], dtype=np.int64)
 
 
 def _positions(index: Dict, ids: Sequence) -> np.ndarray:

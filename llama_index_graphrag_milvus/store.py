@@ -748,6 +748,32 @@ class MilvusGraphStore:
             scores = self._relation_vectors.similarity(vector, positions)
             order = np.argsort(-scores, kind="stable")[:top_k]
             positions, scores = positions[order], scores[order]
+        return self._scored(positions, scores)
+
+    def rank_relations(
+        self, vector: List[float], positions: np.ndarray, top_k: int, with_text: bool = True
+    ) -> List[ScoredRelation]:
+        """The `top_k` relations, among the adjacency `positions`, most similar to `vector`. Works on
+        positions until the cut, so its cost follows the number of positions, not the graph."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size == 0:
+            return []
+        if self._relation_vectors is None:  # ask Milvus, 1,000 ids per filter
+            ids = self._cache.relations.ids
+            found: List[ScoredRelation] = []
+            for batch in chunked(positions.tolist(), _ID_BATCH):
+                found += self.search_relations(vector, top_k, among=[ids[p] for p in batch], with_text=with_text)
+            return sorted(found, key=lambda r: -r.score)[:top_k]
+        scores = self._relation_vectors.similarity(vector, positions)
+        if len(positions) > top_k:
+            keep = np.argpartition(-scores, top_k - 1)[:top_k]
+            positions, scores = positions[keep], scores[keep]
+        order = np.argsort(-scores, kind="stable")
+        relations = self._scored(positions[order], scores[order])
+        return self.describe(relations) if with_text else relations
+
+    def _scored(self, positions: np.ndarray, scores: np.ndarray) -> List[ScoredRelation]:
+        cache = self._cache
         ids = [cache.relations.ids[p] for p in positions.tolist()]
         return [
             ScoredRelation(id=r, subject="", predicate="", object="", score=float(s), passage_ids=cache.passages_of_relation(r))
