@@ -16,10 +16,18 @@ from typing import Any, Iterable, List, Optional
 
 from llama_index_graphrag_milvus.store import DEFAULT_URI
 
+#: Passages written per step of `ingest` (one step of its progress bar).
+INGEST_BATCH = 256
 
-def _store(args: argparse.Namespace) -> Any:
+
+def _store(args: argparse.Namespace, existing: bool = False) -> Any:
+    """The store at --uri; with `existing`, a Milvus Lite path must already hold a database."""
     from llama_index_graphrag_milvus import MilvusGraphStore
 
+    if existing and "://" not in args.uri and not Path(args.uri).expanduser().exists():
+        raise FileNotFoundError(
+            f"no Milvus Lite database at {args.uri!r}: ingest first (graphrag-milvus ingest FILES --uri {args.uri})"
+        )
     return MilvusGraphStore(uri=args.uri, token=args.token, collection_prefix=args.prefix)
 
 
@@ -56,17 +64,22 @@ def _read_nodes(paths: Iterable[str]) -> List[Any]:
 
 
 def cmd_ingest(args: argparse.Namespace) -> None:
-    from llama_index.core.ingestion import IngestionPipeline
     from llama_index.core.node_parser import SentenceSplitter
+    from tqdm.auto import tqdm
 
     from llama_index_graphrag_milvus import GraphRAGTransform
+    from llama_index_graphrag_milvus.schema import chunked
 
     documents = _read_nodes(args.paths)
     llm = _llm(args)
     with _store(args) as store:
-        transform = GraphRAGTransform(store=store, llm=llm, show_progress=True)
-        pipeline = IngestionPipeline(transformations=[SentenceSplitter(), transform])
-        pipeline.run(documents=documents, show_progress=True)
+        nodes = SentenceSplitter().get_nodes_from_documents(documents, show_progress=len(documents) > 1)
+        # the graph step in batches, so that the bar follows the passages (extraction, embedding, writes)
+        transform = GraphRAGTransform(store=store, llm=llm)
+        with tqdm(total=len(nodes), desc="Ingesting", unit="passage") as bar:
+            for batch in chunked(nodes, INGEST_BATCH):
+                transform(list(batch))
+                bar.update(len(batch))
         print(json.dumps(store.count()))
 
 
@@ -74,17 +87,20 @@ def cmd_query(args: argparse.Namespace) -> None:
     from llama_index_graphrag_milvus import GraphRAGRetriever
     from llama_index_graphrag_milvus.retriever import RELATIONS_KEY
 
-    with _store(args) as store:
+    with _store(args, existing=True) as store:
         retriever = GraphRAGRetriever(store=store, llm=_llm(args), similarity_top_k=args.top_k)
-        for rank, hit in enumerate(retriever.retrieve(args.question), start=1):
+        hits = retriever.retrieve(args.question)
+        if not hits:
+            print("No passages found.", file=sys.stderr)
+        for rank, hit in enumerate(hits, start=1):
             text = textwrap.shorten(hit.node.get_content(), 200, placeholder=" ...")
-            print(f"{rank}. [{hit.node.node_id}] {hit.score:.3f}  {text}")
+            print(f"{rank}. [{hit.node.ref_doc_id or hit.node.node_id}] {hit.score:.3f}  {text}")
             for relation in hit.node.metadata.get(RELATIONS_KEY, []):
                 print(f"     via {relation}")
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    with _store(args) as store:
+    with _store(args, existing=True) as store:
         print(json.dumps(store.count()))
 
 
@@ -142,6 +158,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> None:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Milvus Lite's embedded server logs the RPCs it lacks (AllocTimestamp, asked for when an index is
+    # created) as errors with a traceback; they are harmless, and the client sees any real failure.
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     try:
         args.run(args)
     except KeyboardInterrupt:
