@@ -59,8 +59,9 @@ _MAX_CJK_NAME = 16
 
 
 @contextlib.contextmanager
-def _quiet_lite_iterator():
-    """Milvus Lite lacks a timestamp RPC that `query_iterator` tries first; silence that harmless noise."""
+def _quiet_lite():
+    """Milvus Lite lacks a timestamp RPC (AllocTimestamp) that `query_iterator` and index creation try
+    first, and its embedded server logs a traceback each time; silence that harmless noise."""
     loggers = [logging.getLogger(name) for name in ("grpc._server", "pymilvus.orm.iterator", "pymilvus")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
@@ -259,7 +260,8 @@ class MilvusGraphStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.uri = uri = str(path)
         self._token, self._client_kwargs = token, client_kwargs
-        self.vector_store = self._open_vector_store(token, overwrite, client_kwargs)
+        with _quiet_lite():
+            self.vector_store = self._open_vector_store(token, overwrite, client_kwargs)
         self.client: MilvusClient = self.vector_store.client
         if _is_local_path(uri):
             self._lite_path = uri
@@ -267,7 +269,8 @@ class MilvusGraphStore:
         self._use_vectors = self._lite_path is not None if vector_cache is None else vector_cache
         self._reset_caches()
         try:
-            self._create_collections()
+            with _quiet_lite():
+                self._create_collections()
             self._check_dimensions()
             for name in (self.entities_collection, self.relations_collection, self.passages_collection):
                 self.client.load_collection(name)
@@ -363,7 +366,7 @@ class MilvusGraphStore:
                         )
 
     def _iterate(self, collection: str, fields: List[str]) -> Iterable[Dict[str, Any]]:
-        with _quiet_lite_iterator():
+        with _quiet_lite():
             iterator = self.client.query_iterator(collection, batch_size=_READ_BATCH, output_fields=fields)
             try:
                 while True:
