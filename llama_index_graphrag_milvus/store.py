@@ -425,6 +425,7 @@ class MilvusGraphStore:
         if vectors is not None:
             vectors.put([cache.entities.position[r["id"]] for r in page], [r["embedding"] for r in page])
         cache.add_synonyms(synonyms)
+        cache.compact()
 
     @staticmethod
     def _load_page(page: List[Dict[str, Any]], add: Any, ids: Any, vectors: Optional[VectorCache]) -> None:

@@ -4,13 +4,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from llama_index_graphrag_milvus.schema import entity_id as e
 from llama_index_graphrag_milvus.graph import GraphCache, expand_from_entities, expand_from_relations
 
 
 def chain_graph():
     """A path a —r1— b —r2— c —r3— d —r4— e, with passages p1: r1, p2: r2 r3, p3: r4."""
     cache = GraphCache()
-    cache.add_relations([(1, "a", "b"), (2, "b", "c"), (3, "c", "d"), (4, "d", "e")])
+    cache.add_relations([(1, e("a"), e("b")), (2, e("b"), e("c")), (3, e("c"), e("d")), (4, e("d"), e("e"))])
     cache.add_passages([("p1", [1]), ("p2", [2, 3]), ("p3", [4])])
     return cache
 
@@ -20,7 +21,7 @@ def rel_ids(cache, positions):
 
 
 def ent(cache, name):
-    return cache.entities.position[name]
+    return cache.entities.position[e(name)]
 
 
 def test_expansion_from_an_entity_by_hand():
@@ -46,7 +47,7 @@ def test_expansion_from_a_relation_by_hand():
 def test_expansion_matches_the_notebooks_matrix_powers(degree):
     rng = np.random.default_rng(7)
     cache = GraphCache()
-    cache.add_relations((r, f"e{rng.integers(40)}", f"e{rng.integers(40)}") for r in range(120))
+    cache.add_relations((r, e(f"e{rng.integers(40)}"), e(f"e{rng.integers(40)}")) for r in range(120))
     graph = cache.snapshot()
     a = graph.entity_relation.toarray() > 0  # the notebook's dense E×R incidence, small enough here
     e_adj = (a.astype(int) @ a.T.astype(int)) > 0
@@ -69,7 +70,7 @@ def test_removing_a_passage_reports_only_relations_and_entities_left_unsupported
     assert entities == []  # b still has r1, c still has r3
     relations, entities = cache.remove_passages(["p4", "p1"])
     assert sorted(relations) == [1, 3]
-    assert sorted(entities) == ["a", "b", "c"]  # d keeps r4
+    assert sorted(entities) == sorted(e(x) for x in "abc")  # d keeps r4
     assert cache.counts() == {"entities": 2, "relations": 1, "passages": 1}
     graph = cache.snapshot()
     assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "d")], 2)) == [4]

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from llama_index_graphrag_milvus.schema import entity_id as e
 from llama_index_graphrag_milvus.graph import (
     GraphCache,
     chain_scores,
@@ -19,10 +20,10 @@ def bridge_graph(hub_passages: int = 0):
     p_ann; r_river: (River, crosses, Town) in p_town; r_other: (Other, crosses, Elsewhere) in p_other.
     `hub_passages` extra passages all mention Town, making it a hub."""
     cache = GraphCache()
-    cache.add_relations([(1, "book", "ann"), (2, "ann", "town"), (3, "river", "town"), (4, "other", "elsewhere")])
+    cache.add_relations([(1, e("book"), e("ann")), (2, e("ann"), e("town")), (3, e("river"), e("town")), (4, e("other"), e("elsewhere"))])
     cache.add_passages([("p_book", [1]), ("p_ann", [2]), ("p_town", [3]), ("p_other", [4])])
     for i in range(hub_passages):
-        cache.add_relations([(100 + i, f"thing{i}", "town")])
+        cache.add_relations([(100 + i, e(f"thing{i}"), e("town"))])
         cache.add_passages([(f"p_hub{i}", [100 + i])])
     return cache
 
@@ -54,12 +55,12 @@ def test_hub_entities_do_not_chain():
 
 def test_synonyms_chain_relations_across_spellings():
     cache = GraphCache()
-    cache.add_relations([(1, "book", "Ann Lee"), (2, "A. Lee", "town")])
+    cache.add_relations([(1, e("book"), e("Ann Lee")), (2, e("A. Lee"), e("town"))])
     cache.add_passages([("p1", [1]), ("p2", [2])])
     rels = positions(cache, [1, 2])
     sims = np.array([0.8, 0.3])
     unlinked, _ = chain_scores(cache.snapshot(), rels, sims, hub_passages=10)
-    cache.add_synonyms([("Ann Lee", "A. Lee")])
+    cache.add_synonyms([(e("Ann Lee"), e("A. Lee"))])
     linked, best = chain_scores(cache.snapshot(), rels, sims, hub_passages=10)
     assert unlinked.tolist() == pytest.approx([0.8, 0.3])
     assert linked.tolist() == pytest.approx([1.1, 1.1]) and best.tolist() == [1, 0]
@@ -67,7 +68,7 @@ def test_synonyms_chain_relations_across_spellings():
 
 def test_each_passage_takes_its_best_relation():
     cache = GraphCache()
-    cache.add_relations([(1, "a", "b"), (2, "b", "c"), (3, "c", "d")])
+    cache.add_relations([(1, e("a"), e("b")), (2, e("b"), e("c")), (3, e("c"), e("d"))])
     cache.add_passages([("p1", [1, 2]), ("p2", [3]), ("p3", [2, 3])])
     graph = cache.snapshot()
     rels = positions(cache, [1, 2, 3])
@@ -83,7 +84,7 @@ def test_personalized_pagerank_spreads_from_the_seed_along_edges():
     sub = local_subgraph(graph, rels, np.ones(4))
     ents, _, pas = sub.slices()
     seed = np.zeros(sub.adjacency.shape[0])
-    seed[list(sub.entities).index(cache.entities.position["book"])] = 1.0
+    seed[list(sub.entities).index(cache.entities.position[e("book")])] = 1.0
     rank = personalized_pagerank(sub.adjacency, seed)
     assert rank.sum() == pytest.approx(1.0)
     by_passage = dict(zip((cache.passages.ids[p] for p in sub.passages), rank[pas]))
@@ -94,7 +95,7 @@ def test_personalized_pagerank_spreads_from_the_seed_along_edges():
 def test_specificity_is_one_over_the_passages_an_entity_appears_in():
     cache = bridge_graph(hub_passages=3)
     graph = cache.snapshot()
-    town, book = cache.entities.position["town"], cache.entities.position["book"]
+    town, book = cache.entities.position[e("town")], cache.entities.position[e("book")]
     assert specificity(graph, np.array([town, book])).tolist() == pytest.approx([1 / 5, 1.0])
 
 
