@@ -318,14 +318,14 @@ class GraphRAGRetriever(BaseRetriever):
         if self.llm is None and self.reranker != "similarity":
             # the capped candidates, the relations of the top dense passages, and the best relations of
             # the synonyms of their entities: every step is cut by similarity, so a hub costs one pass
-            reached = _top(store.rank_relations(vector, reached, cap, with_text=False), cache)
+            reached, _ = store.rank_positions(vector, reached, cap)
             top_passages = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
             reached = np.union1d(reached, graph.relations_of_passages(top_passages))
             if self.use_synonyms:
                 synonyms = np.unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
                 extra = graph.relations_of_entities(synonyms)
                 touched += len(extra)
-                extra = _top(store.rank_relations(vector, extra, cap, with_text=False), cache)
+                extra, _ = store.rank_positions(vector, extra, cap)
                 reached = np.union1d(reached, extra)
         run.candidates = store.rank_relations(vector, reached, cap, with_text=with_text)
         dispatcher.event(
@@ -444,8 +444,7 @@ class GraphRAGRetriever(BaseRetriever):
     def _chain_ranking(self, run: Retrieval, vector: List[float]):
         """Dense similarity plus `graph_weight` times the best two-step chain through the passage."""
         cache, graph = self.store.cache, self.store.graph
-        candidates = [c for c in run.candidates if cache.has_relation(c.id)]
-        positions = np.array([cache.relations.position[c.id] for c in candidates], dtype=np.int64)
+        candidates, positions = _located(run.candidates, cache)
         similarities = np.array([c.score for c in candidates])
         hub = max(20.0, self.hub_fraction * graph.shape[2])
         chain, best = chain_scores(graph, positions, similarities, hub, synonyms=self.use_synonyms)
@@ -464,8 +463,7 @@ class GraphRAGRetriever(BaseRetriever):
     def _ppr_ranking(self, run: Retrieval, vector: List[float]):
         """Personalized PageRank on the candidates' subgraph, rank-fused with dense retrieval."""
         cache, graph = self.store.cache, self.store.graph
-        candidates = [c for c in run.candidates if cache.has_relation(c.id)]
-        positions = np.array([cache.relations.position[c.id] for c in candidates], dtype=np.int64)
+        candidates, positions = _located(run.candidates, cache)
         weights = np.clip([c.score for c in candidates], 1e-3, None) if candidates else np.zeros(0)
         top = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
         sub = local_subgraph(graph, positions, weights, top)
@@ -512,8 +510,10 @@ def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
-def _top(relations: List[ScoredRelation], cache) -> np.ndarray:
-    return np.array([cache.relations.position[r.id] for r in relations if cache.has_relation(r.id)], dtype=np.int64)
+def _located(relations: List[ScoredRelation], cache) -> "tuple[List[ScoredRelation], np.ndarray]":
+    """The relations still stored, and their adjacency positions (one vectorized lookup)."""
+    found = cache.relations.lookup(np.array([r.id for r in relations], dtype=np.int64))
+    return [r for r, p in zip(relations, found.tolist()) if p >= 0], found[found >= 0]
 
 
 def _positions(index: Dict, ids: Sequence) -> np.ndarray:

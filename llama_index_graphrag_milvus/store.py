@@ -754,34 +754,43 @@ class MilvusGraphStore:
             positions, scores = positions[order], scores[order]
         return self._scored(positions, scores)
 
-    def rank_relations(
-        self, vector: List[float], positions: np.ndarray, top_k: int, with_text: bool = True
-    ) -> List[ScoredRelation]:
-        """The `top_k` relations, among the adjacency `positions`, most similar to `vector`. Works on
-        positions until the cut, so its cost follows the number of positions, not the graph."""
+    def rank_positions(self, vector: List[float], positions: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The `top_k` of the adjacency `positions` most similar to `vector`, best first, with their
+        cosines. Its cost follows the number of positions, not the size of the graph."""
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size == 0:
-            return []
+            return positions, np.zeros(0)
         if self._relation_vectors is None:  # ask Milvus, 1,000 ids per filter
             ids = self._cache.relations.ids
             found: List[ScoredRelation] = []
             for batch in chunked(positions.tolist(), _ID_BATCH):
-                found += self.search_relations(vector, top_k, among=[ids[p] for p in batch], with_text=with_text)
-            return sorted(found, key=lambda r: -r.score)[:top_k]
+                found += self.search_relations(vector, top_k, among=[ids[p] for p in batch], with_text=False)
+            found = sorted(found, key=lambda r: -r.score)[:top_k]
+            index = self._cache.relations.position
+            return np.array([index[r.id] for r in found], dtype=np.int64), np.array([r.score for r in found])
         scores = self._relation_vectors.similarity(vector, positions)
         if len(positions) > top_k:
             keep = np.argpartition(-scores, top_k - 1)[:top_k]
             positions, scores = positions[keep], scores[keep]
         order = np.argsort(-scores, kind="stable")
-        relations = self._scored(positions[order], scores[order])
+        return positions[order], scores[order]
+
+    def rank_relations(
+        self, vector: List[float], positions: np.ndarray, top_k: int, with_text: bool = True
+    ) -> List[ScoredRelation]:
+        """`rank_positions`, as `ScoredRelation`s."""
+        relations = self._scored(*self.rank_positions(vector, positions, top_k))
         return self.describe(relations) if with_text else relations
 
     def _scored(self, positions: np.ndarray, scores: np.ndarray) -> List[ScoredRelation]:
-        cache = self._cache
-        ids = [cache.relations.ids[p] for p in positions.tolist()]
+        cache, graph = self._cache, self._cache.snapshot()
+        ids, passage_ids = cache.relations.ids, cache.passages.ids
         return [
-            ScoredRelation(id=r, subject="", predicate="", object="", score=float(s), passage_ids=cache.passages_of_relation(r))
-            for r, s in zip(ids, scores.tolist())
+            ScoredRelation(
+                id=ids[p], subject="", predicate="", object="", score=float(s),
+                passage_ids=[passage_ids[q] for q in graph.passages_of_relation(p).tolist()],
+            )
+            for p, s in zip(positions.tolist(), scores.tolist())
         ]
 
     def describe(self, relations: Sequence[ScoredRelation]) -> List[ScoredRelation]:
