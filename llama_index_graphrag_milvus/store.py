@@ -556,7 +556,16 @@ class MilvusGraphStore:
             return {}
         k, threshold = _MAX_SYNONYMS, self.synonym_threshold
         found: Dict[int, Dict[int, float]] = {e: {} for e in entity_ids}
-        if self._cache.counts()["entities"]:
+        if self._entity_vectors is not None:  # the stored entities are in memory: search them there
+            ids, mask = self._cache.entities.ids, self._cache.entities.mask()
+            for start in range(0, len(entity_ids), self.batch_size):
+                batch = vectors[start : start + self.batch_size]
+                hits = self._entity_vectors.top_k_many(batch, k, mask)
+                for eid, (positions, scores) in zip(entity_ids[start : start + self.batch_size], hits):
+                    for p, score in zip(positions.tolist(), scores.tolist()):
+                        if score >= threshold and ids[p] != eid:
+                            found[eid][ids[p]] = score
+        elif self._cache.counts()["entities"]:
             client = self._ready(self.entities_collection)
             for start in range(0, len(entity_ids), self.batch_size):
                 batch = vectors[start : start + self.batch_size]
