@@ -274,3 +274,17 @@ def test_clear_empties_the_store_and_it_keeps_working(make_store):
     GraphRAGTransform(store=store)(bernoulli_documents()[:1])
     assert store.count()["passages"] == 1
     assert [h.node.node_id for h in GraphRAGRetriever(store=store).retrieve("Jakob")] == ["bernoulli-jakob"]
+
+
+def test_a_llamaindex_kg_extractor_placed_before_the_transform_feeds_it(make_store):
+    from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
+
+    llm = ScriptedLLM(script=lambda prompt: "(Ann, wrote, Dawn)\n(Dawn, set in, Orsk)", prompts=[])
+    store = make_store()
+    node = TextNode(id_="kg", text="Ann wrote Dawn, a novel set in Orsk.")
+    pipeline = IngestionPipeline(transformations=[SimpleLLMPathExtractor(llm=llm, num_workers=1), GraphRAGTransform(store=store)])
+    [out] = pipeline.run(nodes=[node])
+    assert relation_texts(store) == ["Ann Wrote Dawn", "Dawn Set in Orsk"]  # the extractor capitalizes
+    assert out.metadata["triplets"] == [["Ann", "Wrote", "Dawn"], ["Dawn", "Set in", "Orsk"]]
+    assert "nodes" not in out.metadata and "relations" not in out.metadata  # popped, as PropertyGraphIndex does
+    assert "triplets" not in out.get_content(metadata_mode="embed")
