@@ -288,3 +288,11 @@ def test_a_llamaindex_kg_extractor_placed_before_the_transform_feeds_it(make_sto
     assert out.metadata["triplets"] == [["Ann", "Wrote", "Dawn"], ["Dawn", "Set in", "Orsk"]]
     assert "nodes" not in out.metadata and "relations" not in out.metadata  # popped, as PropertyGraphIndex does
     assert "triplets" not in out.get_content(metadata_mode="embed")
+
+
+async def test_store_aadd_and_adelete_inside_a_running_loop(make_store):
+    store = make_store()
+    await store.aadd(bernoulli_documents())
+    assert store.count()["passages"] == 5
+    await store.adelete("basel")
+    assert store.count()["passages"] == 4 and store.cache.counts() == store.count()
