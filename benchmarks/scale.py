@@ -36,6 +36,7 @@ import pstats
 import shutil
 import sys
 import time
+import threading
 import tracemalloc
 from collections import defaultdict
 from dataclasses import dataclass
@@ -277,8 +278,14 @@ def percentiles(values: Sequence[float], scale: float = 1.0, digits: int = 3) ->
     }
 
 
+threading_lock_type = type(threading.Lock())
+
+#: Extra MilvusGraphStore arguments for every store opened (from the command line).
+STORE_KWARGS: Dict[str, Any] = {}
+
+
 def open_store(path: Path, cls: type = MilvusGraphStore, **kwargs: Any) -> MilvusGraphStore:
-    return cls(uri=str(path), embed_model=HashEmbedding(dim=DIM), dim=DIM, **kwargs)
+    return cls(uri=str(path), embed_model=HashEmbedding(dim=DIM), dim=DIM, **STORE_KWARGS, **kwargs)
 
 
 def fmt_size(n: int) -> str:
@@ -293,63 +300,125 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------------------------------
 # 1. ingest
 # --------------------------------------------------------------------------------------------------
-def ingest(corpus: Corpus, path: Path, node_batch: int, batch_size: int) -> Dict[str, Any]:
-    """Ingest the whole corpus into a fresh store at `path`, `node_batch` TextNodes per transform call."""
+def ingest(
+    corpus: Corpus, path: Path, node_batch: int, batch_size: int, budget_s: float = math.inf
+) -> Dict[str, Any]:
+    """Ingest the whole corpus into a fresh store at `path`, `node_batch` TextNodes per transform call.
+
+    Stops after the batch that passes `budget_s` seconds, and then extrapolates the total from the batch
+    times so far (`stopped_early`)."""
     shutil.rmtree(path, ignore_errors=True)
     if path.exists():
         path.unlink()
     watch = Stopwatch()
+    t_open = time.perf_counter()
     store = open_store(path, overwrite=True, batch_size=batch_size)
+    open_s = time.perf_counter() - t_open
     try:
         store.embed_model = TimedEmbedding(store.embed_model, watch)  # type: ignore[assignment]
         store.client.upsert = watch.wrap("upsert", store.client.upsert)  # type: ignore[method-assign]
+        store.client.search = watch.wrap("search", store.client.search)  # type: ignore[method-assign]
         store.add = watch.wrap("store.add", store.add)  # type: ignore[method-assign]
         transform = GraphRAGTransform(store=store)
         batch_secs: List[float] = []
+        batch_rels: List[int] = []
         build_nodes = 0.0
         for start in range(0, corpus.n_passages, node_batch):
             t0 = time.perf_counter()
             nodes = [corpus.node(p) for p in range(start, min(start + node_batch, corpus.n_passages))]
+            before = len(store.cache.relations)
             t1 = time.perf_counter()
             transform(nodes)
             batch_secs.append(time.perf_counter() - t1)
+            batch_rels.append(len(store.cache.relations) - before)
             build_nodes += t1 - t0
+            if sum(batch_secs) > budget_s and start + node_batch < corpus.n_passages:
+                break
         total = float(sum(batch_secs))
+        done_rels = int(sum(batch_rels))
+        t_flush = time.perf_counter()
+        if hasattr(store, "flush"):
+            store.flush()
+        flush_s = time.perf_counter() - t_flush
+        t_count = time.perf_counter()
         counts = store.count()
+        count_s = time.perf_counter() - t_count
         cache_counts = store.cache.counts()
     finally:
+        t_close = time.perf_counter()
         store.close()
+        close_s = time.perf_counter() - t_close
     add = watch.seconds["store.add"]
-    embed, upsert = watch.seconds["embed"], watch.seconds["upsert"]
-    tenth = max(1, len(batch_secs) // 10)
-    per_batch = corpus.size / len(batch_secs)  # about the same number of new relations in each batch
-    return {
+    embed, upsert, search = watch.seconds["embed"], watch.seconds["upsert"], watch.seconds["search"]
+    stopped = done_rels < corpus.size
+    full = len(batch_secs) - (1 if corpus.n_passages % node_batch and not stopped else 0)  # last may be short
+    tenth = max(1, full // 10)
+    first, last = slice(0, tenth), slice(max(0, full - tenth), max(1, full))
+    fit = _fit(batch_rels[1:full] if not stopped else batch_rels[1:], batch_secs[1:full] if not stopped else batch_secs[1:])
+    out: Dict[str, Any] = {}
+    if stopped:
+        out["stopped_early"] = {
+            "budget_s": budget_s,
+            "relations_ingested": done_rels,
+            "batches_done": len(batch_secs),
+            "estimated_total_s (batch-time fit)": round(estimate_ingest_s(fit, corpus.size), 1) if fit else None,
+            "estimated_total_s (constant rate so far)": round(total * corpus.size / done_rels, 1),
+        }
+    return out | {
         "seconds": round(total, 3),
-        "relations_per_s": round(corpus.size / total, 1),
-        "passages_per_s": round(corpus.n_passages / total, 1),
-        "triplets_per_s": round(len(corpus.passage_rels) / total, 1),
+        "relations_per_s": round(done_rels / total, 1),
+        "passages_per_s": round(corpus.n_passages * done_rels / corpus.size / total, 1),
+        "triplets_per_s": round(len(corpus.passage_rels) * done_rels / corpus.size / total, 1),
+        "seconds_outside_transform": {
+            "open (fresh, overwrite=True)": round(open_s, 3),
+            "flush() after ingest": round(flush_s, 3),
+            "count() after ingest": round(count_s, 3),
+            "close() after ingest (Milvus Lite releases/flushes)": round(close_s, 3),
+        },
         "node_batch": node_batch,
         "store_batch_size": batch_size,
         "batches": len(batch_secs),
         "split_seconds": {
             "embedding (HashEmbedding dim 32, get_text_embedding_batch)": round(embed, 3),
             "milvus upsert (MilvusClient.upsert)": round(upsert, 3),
-            "our python in store.add (ids, rows, node dicts, cache)": round(add - embed - upsert, 3),
+            "milvus search during ingest (MilvusClient.search: synonym links)": round(search, 3),
+            "our python in store.add (ids, rows, node dicts, cache, synonym scan)": round(
+                add - embed - upsert - search, 3
+            ),
             "transform outside store.add (triplet parsing, node content exclusion)": round(total - add, 3),
         },
         "split_share": {
             "embedding": round(embed / total, 3),
             "milvus_upsert": round(upsert / total, 3),
-            "our_python_store_add": round((add - embed - upsert) / total, 3),
+            "milvus_search_synonyms": round(search / total, 3),
+            "our_python_store_add": round((add - embed - upsert - search) / total, 3),
             "transform_other": round((total - add) / total, 3),
         },
-        "calls": {"embed": watch.calls["embed"], "upsert": watch.calls["upsert"]},
-        "relations_per_s_first_tenth": round(per_batch * tenth / sum(batch_secs[:tenth]), 1),
-        "relations_per_s_last_tenth": round(per_batch * tenth / sum(batch_secs[-tenth:]), 1),
+        "calls": {"embed": watch.calls["embed"], "upsert": watch.calls["upsert"], "search": watch.calls["search"]},
+        "relations_per_s_first_tenth_of_batches": round(sum(batch_rels[first]) / sum(batch_secs[first]), 1),
+        "relations_per_s_last_tenth_of_full_batches": round(sum(batch_rels[last]) / sum(batch_secs[last]), 1),
+        "batch_time_fit (s = a + b * relations stored before the batch, full batches)": fit,
+        "batch_seconds": [round(x, 3) for x in batch_secs],
         "node_construction_seconds_excluded": round(build_nodes, 3),
         "milvus_counts": counts,
         "cache_counts": cache_counts,
     }
+
+
+def _fit(batch_rels: List[int], batch_secs: List[float]) -> Optional[Dict[str, float]]:
+    if len(batch_secs) < 3:
+        return None
+    before = np.cumsum([0] + list(batch_rels[:-1]), dtype=np.float64)
+    b, a = np.polyfit(before, np.asarray(batch_secs), 1)
+    return {"a": float(a), "b": float(b), "relations_per_batch": float(np.mean(batch_rels))}
+
+
+def estimate_ingest_s(fit: Dict[str, float], size: int) -> float:
+    """Total ingest time at `size` relations from a per-batch fit (linear growth of batch time)."""
+    per = fit["relations_per_batch"]
+    batches = int(math.ceil(size / per))
+    before = per * np.arange(batches)
+    return float(np.sum(np.maximum(fit["a"] + fit["b"] * before, fit["a"])))
 
 
 def profile_ingest(corpus: Corpus, path: Path, node_batch: int, batch_size: int, out: Path) -> Dict[str, Any]:
@@ -399,13 +468,16 @@ def profile_ingest(corpus: Corpus, path: Path, node_batch: int, batch_size: int,
         "GraphCache.add_relations + add_passages": cumulative("graph.py", "add_relations")
         + cumulative("graph.py", "add_passages"),
         "GraphCache.passage_relations (skip check)": cumulative("graph.py", "passage_relations"),
+        "MilvusGraphStore._find_synonyms (entity synonym search)": cumulative("store.py", "_find_synonyms"),
+        "VectorCache.put (in-memory vectors)": cumulative("vectors.py", "put"),
+        "MilvusClient.search (during ingest)": cumulative("milvus_client.py", "search"),
         "node.get_content": cumulative("core/schema.py", "get_content"),
     }
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
     (out.with_suffix(".txt")).write_text(text.getvalue())
     top = []
-    for (file, line, name), (cc, nc, tt, ct, _) in sorted(
+    for (file, line, name), (_, nc, tt, ct, _) in sorted(
         stats.stats.items(), key=lambda kv: kv[1][3], reverse=True
     )[:60]:
         top.append(
@@ -417,7 +489,7 @@ def profile_ingest(corpus: Corpus, path: Path, node_batch: int, batch_size: int,
             }
         )
     top_own = []
-    for (file, line, name), (cc, nc, tt, ct, _) in sorted(
+    for (file, line, name), (_, nc, tt, _, _) in sorted(
         stats.stats.items(), key=lambda kv: kv[1][2], reverse=True
     )[:25]:
         top_own.append(
@@ -457,7 +529,7 @@ def reopen(path: Path, relations: int) -> tuple:
         "open_total_s": round(open_s, 3),
         "load_cache_s": round(load, 3),
         "load_cache_read_rows_s": round(read, 3),
-        "load_cache_id_maps_s": round(load - read, 3),
+        "load_cache_id_maps_and_vector_cache_s": round(load - read, 3),
         "read_by_collection_s": {k[5:]: round(v, 3) for k, v in watch.seconds.items() if k.startswith("read ")},
         "open_other_s (client, collections, load)": round(open_s - load, 3),
         "csr_build_s": round(csr_s, 3),
@@ -470,37 +542,48 @@ def reopen(path: Path, relations: int) -> tuple:
 
 
 def csr_bytes(graph: Graph) -> Dict[str, int]:
+    """data + indices + indptr of every sparse matrix of the snapshot."""
     out = {}
-    for name in ("entity_relation", "relation_entity", "relation_passage", "passage_relation"):
+    for name in getattr(graph, "__dataclass_fields__", {}):
         m = getattr(graph, name)
-        out[name] = int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes)
+        if sp.issparse(m):
+            out[name] = int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes)
+    return out
+
+
+def vector_cache_bytes(store: MilvusGraphStore) -> Dict[str, Any]:
+    """The store's in-memory vector copies (Milvus Lite): allocated and used bytes."""
+    out: Dict[str, Any] = {}
+    for name in ("_entity_vectors", "_relation_vectors", "_passage_vectors"):
+        cache = getattr(store, name, None)
+        if cache is not None and hasattr(cache, "_vectors"):
+            used = int(getattr(cache, "_size", len(cache._vectors))) * cache._vectors.shape[1] * cache._vectors.itemsize
+            out[name.strip("_")] = {"allocated": int(cache._vectors.nbytes + cache._known.nbytes), "used": used}
     return out
 
 
 def _deep_ids_bytes(cache: GraphCache) -> Dict[str, int]:
-    """sys.getsizeof sums of the GraphCache structures (each distinct object counted once)."""
+    """sys.getsizeof sums of each GraphCache attribute, containers walked, each object counted once."""
     seen: set = set()
 
-    def size(obj: Any) -> int:
-        if id(obj) in seen:
+    def deep(obj: Any) -> int:
+        if id(obj) in seen or isinstance(obj, (threading_lock_type, Graph)):
             return 0
         seen.add(id(obj))
-        return sys.getsizeof(obj)
+        total = sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            total += sum(deep(k) + deep(v) for k, v in obj.items())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            total += sum(deep(v) for v in obj)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, (np.ndarray, type)):
+            total += sum(deep(v) for v in vars(obj).values())
+        return total
 
-    parts: Dict[str, int] = {}
-    for label, ids in (("entities", cache.entities), ("relations", cache.relations), ("passages", cache.passages)):
-        total = size(ids.ids) + size(ids.position)
-        for key in ids.ids:
-            total += size(key)
-        parts[f"{label} ids+position"] = total
-    parts["subject/object lists"] = size(cache._subject) + size(cache._object) + sum(
-        size(v) for v in cache._subject
-    ) + sum(size(v) for v in cache._object)
-    parts["alive bytearray"] = size(cache._alive)
-    parts["passage_relations dict + arrays"] = size(cache._passage_relations) + sum(
-        size(k) + size(v) for k, v in cache._passage_relations.items()
-    )
-    return parts
+    return {
+        name: deep(value)
+        for name, value in vars(cache).items()
+        if name not in ("_lock", "_snapshot") and value is not None
+    }
 
 
 def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
@@ -545,7 +628,11 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     getsizeof_parts = _deep_ids_bytes(cache)
     csr_total = sum(csr.values())
     assert graph.shape == store.graph.shape
+    vectors = vector_cache_bytes(store)
+    vectors_used = sum(v["used"] for v in vectors.values())
     return {
+        "vector_cache_bytes (dim %d)" % DIM: vectors,
+        "vector_cache_bytes_per_relation (used; scales with dim)": round(vectors_used / relations, 1),
         "csr_bytes": csr,
         "csr_bytes_total": csr_total,
         "csr_bytes_per_relation": round(csr_total / relations, 1),
@@ -613,6 +700,13 @@ def expansion_latency(graph: Graph, positions: List[tuple], degree: int) -> Dict
     }
 
 
+#: Store methods a retrieval may call; each is timed (outermost calls only) when the store has it.
+STORE_READS = (
+    "match_entities", "search_entities", "search_relations", "search_passage_ids", "passage_similarities",
+    "describe", "get_passages", "search_passages",
+)
+
+
 def retrieval_latency(store: MilvusGraphStore, corpus: Corpus, rng: np.random.Generator, n: int) -> Dict[str, Any]:
     """`GraphRAGRetriever(store=store).retrieve` with no LLM and a precomputed query embedding.
 
@@ -629,22 +723,38 @@ def retrieval_latency(store: MilvusGraphStore, corpus: Corpus, rng: np.random.Ge
     retriever = GraphRAGRetriever(store=store)
     watch = Stopwatch()
     among_sizes: List[int] = []
-    originals = {}
-    for name in ("search_entities", "get_passages", "search_passages", "match_entities"):
-        originals[name] = getattr(store, name)
-        setattr(store, name, watch.wrap(name, originals[name]))
+    wrapped = []
+    depth = [0]
+
+    def outermost(name: str, fn: Callable) -> Callable:  # time store calls, not the calls they make
+        timed = watch.wrap(name, fn)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            depth[0] += 1
+            try:
+                return timed(*args, **kwargs) if depth[0] == 1 else fn(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        return call
+
+    for name in STORE_READS:
+        if hasattr(store, name) and name != "search_relations":
+            setattr(store, name, outermost(name, getattr(store, name)))
+            wrapped.append(name)
     plain_search = store.search_relations
-    seed_search = watch.wrap("search_relations (seeds)", plain_search)
-    among_search = watch.wrap("search_relations among candidates (id in [...])", plain_search)
+    seed_search = outermost("search_relations (seeds)", plain_search)
+    among_search = outermost("search_relations among candidates", plain_search)
 
-    def search_relations(vector, top_k, among=None):
+    def search_relations(vector, top_k, *args, **kwargs):
+        among = args[0] if args else kwargs.get("among")
         if among is None:
-            return seed_search(vector, top_k)
+            return seed_search(vector, top_k, *args, **kwargs)
         among_sizes.append(len(among))
-        return among_search(vector, top_k, among)
+        return among_search(vector, top_k, *args, **kwargs)
 
-    originals["search_relations"] = plain_search
     store.search_relations = search_relations  # type: ignore[method-assign]
+    wrapped.append("search_relations")
     try:
         for q in questions[:5]:
             retriever.retrieve(q)
@@ -658,20 +768,64 @@ def retrieval_latency(store: MilvusGraphStore, corpus: Corpus, rng: np.random.Ge
             times.append(time.perf_counter() - t0)
             returned.append(len(nodes))
     finally:
-        for name in originals:
+        for name in wrapped:
             delattr(store, name)
     total = sum(times)
-    split = {k: round(v / total, 3) for k, v in watch.seconds.items()}
-    split["rest (expansion, id maps, rerank by similarity, mention embedding, llama-index wrapper)"] = round(
+    split = {f"store.{k}": round(v / total, 3) for k, v in watch.seconds.items()}
+    split["rest (expansion, id maps, rerank, mention embedding, llama-index wrapper)"] = round(
         1 - sum(watch.seconds.values()) / total, 3
     )
+    knobs = ("expansion_degree", "entity_top_k", "relation_top_k", "max_candidate_relations", "reranker")
     return {
         "queries": len(times),
+        "retriever_defaults": {k: getattr(retriever, k) for k in knobs if hasattr(retriever, k)},
+        "vector_cache": getattr(store, "_relation_vectors", None) is not None,
         "ms": percentiles(times, 1e3),
         "passages_returned_mean": round(float(np.mean(returned)), 2),
-        "filtered_search_ids (len of `id in [...]`)": percentiles(among_sizes, 1, 1) if among_sizes else None,
+        "candidate_search_among_ids": percentiles(among_sizes, 1, 1) if among_sizes else None,
         "time_share": split,
-        "mean_ms_by_call": {k: round(v / len(times) * 1e3, 3) for k, v in watch.seconds.items()},
+        "mean_ms_by_call": {f"store.{k}": round(v / len(times) * 1e3, 3) for k, v in watch.seconds.items()},
+    }
+
+
+def write_then_read(store: MilvusGraphStore, corpus: Corpus, size: int) -> Dict[str, Any]:
+    """Add one passage (3 new triplets) through the transform, then read: every write drops the snapshot,
+    so the first `store.graph` after it rebuilds the whole CSR, and the first retrieval pays for whatever
+    is derived from the snapshot lazily."""
+    node = TextNode(
+        id_=f"s{size}-extra",
+        text="zzextra one founded zzextra two. zzextra two owns zzextra three. zzextra three cites zzextra one.",
+        metadata={"triplets": [["zzextra one", "founded", "zzextra two"], ["zzextra two", "owns", "zzextra three"],
+                               ["zzextra three", "cites", "zzextra one"]]},
+    )
+    q = f"Who or what founded {corpus.names[int(corpus.subj[0])]}?"
+    bundle = QueryBundle(query_str=q, embedding=HashEmbedding(dim=DIM).get_query_embedding(q))
+    retriever = GraphRAGRetriever(store=store)
+
+    def timed(fn: Callable) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    steady = min(timed(lambda: retriever.retrieve(bundle)) for _ in range(3))
+    add_s = timed(lambda: GraphRAGTransform(store=store)([node]))
+    graph_s = timed(lambda: store.graph)
+    next_graph_s = timed(lambda: store.graph)
+    first_retrieval_s = timed(lambda: retriever.retrieve(bundle))
+    second_retrieval_s = timed(lambda: retriever.retrieve(bundle))
+    add2_s = timed(lambda: GraphRAGTransform(store=store)([TextNode(
+        id_=f"s{size}-extra2", text="zzextra four owns zzextra five.",
+        metadata={"triplets": [["zzextra four", "owns", "zzextra five"]]})]))
+    first_retrieval_no_prior_graph_s = timed(lambda: retriever.retrieve(bundle))
+    return {
+        "add_one_passage_s": round(add_s, 4),
+        "first_graph_read_after_write_s (full CSR rebuild)": round(graph_s, 4),
+        "next_graph_read_s": round(next_graph_s, 6),
+        "retrieval_steady_s": round(steady, 4),
+        "first_retrieval_after_write_s (graph already rebuilt)": round(first_retrieval_s, 4),
+        "second_retrieval_after_write_s": round(second_retrieval_s, 4),
+        "add_another_passage_s": round(add2_s, 4),
+        "first_retrieval_right_after_write_s (pays the rebuild)": round(first_retrieval_no_prior_graph_s, 4),
     }
 
 
@@ -869,21 +1023,43 @@ def run_size(size: int, args: argparse.Namespace, results: Dict[str, Any]) -> Di
 
     # ingest, unless the previous sizes say it would take too long
     prev = [r for r in results.values() if r.get("ingest") and r["size"] < size]
+    same_tag = [r for r in prev if r.get("tag", "") == args.tag]  # same store settings first
+    prev = same_tag or prev
     if prev:
         last = max(prev, key=lambda r: r["size"])
-        estimate = size / last["ingest"]["relations_per_s"]
-        entry["ingest_estimate_s"] = round(estimate, 1)
+        linear = size / last["ingest"]["relations_per_s"]
+        fit = last["ingest"].get("batch_time_fit (s = a + b * relations stored before the batch, full batches)")
+        estimate = max(linear, estimate_ingest_s(fit, size)) if fit else linear
+        entry["ingest_estimate_s"] = {
+            "from": last["size"],
+            "linear (constant relations/s)": round(linear, 1),
+            "batch-time fit (batch time grows with the store)": round(estimate_ingest_s(fit, size), 1) if fit else None,
+        }
         if estimate > args.max_ingest_minutes * 60 and not args.force:
             entry["skipped"] = (
-                f"ingest estimated at {estimate / 60:.0f} min from {last['ingest']['relations_per_s']:.0f} "
-                f"relations/s at {last['size']} (> {args.max_ingest_minutes} min); rerun with --force"
+                f"ingest estimated at {estimate / 60:.0f} min (> {args.max_ingest_minutes} min) from the batch times "
+                f"at {last['size']} relations ({last['ingest']['relations_per_s']:.0f} relations/s overall there, "
+                f"{linear / 60:.0f} min if that held); rerun with --force"
             )
             log(entry["skipped"])
             return entry
-    log(f"size {size}: ingest into {path}")
-    entry["ingest"] = ingest(corpus, path, args.node_batch, args.batch_size)
+    budget = args.ingest_budget_minutes or args.max_ingest_minutes
+    log(f"size {size}: ingest into {path} (budget {budget} min)")
+    entry["ingest"] = ingest(corpus, path, args.node_batch, args.batch_size, budget_s=budget * 60)
     log(f"size {size}: ingest {entry['ingest']['seconds']} s, {entry['ingest']['relations_per_s']} rel/s, "
         f"split {entry['ingest']['split_share']}")
+    if "stopped_early" in entry["ingest"]:
+        stop = entry["ingest"]["stopped_early"]
+        entry["skipped"] = (
+            f"ingest stopped after {entry['ingest']['seconds'] / 60:.0f} min (budget {budget} min) at "
+            f"{stop['relations_ingested']} of {size} relations; estimated total "
+            f"{(stop['estimated_total_s (batch-time fit)'] or 0) / 60:.0f} min (batch-time fit), "
+            f"{stop['estimated_total_s (constant rate so far)'] / 60:.0f} min (constant rate); rest not measured"
+        )
+        log(entry["skipped"])
+        if not args.keep_db:
+            shutil.rmtree(path, ignore_errors=True)
+        return entry
     if args.profile_size == size:
         log(f"size {size}: cProfile of a second ingest")
         entry["ingest_profile"] = profile_ingest(
@@ -921,6 +1097,8 @@ def run_size(size: int, args: argparse.Namespace, results: Dict[str, Any]) -> Di
                 ours_open = entry["open"]["adjacency_build_s (load_cache + csr)"]
                 ref["build_ratio_reference_over_ours_from_milvus"] = round(ref["build_s"] / ours_open, 2)
             log(f"size {size}: reference {ref}")
+        entry["write_then_read"] = write_then_read(store, corpus, size)
+        log(f"size {size}: write then read {entry['write_then_read']}")
     finally:
         store.close()
         if not args.keep_db:
@@ -934,9 +1112,14 @@ def plot(results: Dict[str, Any], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = sorted((r for r in results.values() if "open" in r), key=lambda r: r["size"])
+    by_size: Dict[int, Dict[str, Any]] = {}
+    for r in sorted(results.values(), key=lambda r: bool(r.get("tag"))):  # untagged first
+        if "open" in r and r["size"] not in by_size:
+            by_size[r["size"]] = r
+    rows = [by_size[k] for k in sorted(by_size)]
     if not rows:
         return
+    tagged = [r for r in rows if r.get("tag")]
     x = [r["size"] for r in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
 
@@ -977,10 +1160,32 @@ def plot(results: Dict[str, Any], png: Path) -> None:
         axis.set_yscale("log")
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=8, loc="upper left")
+    for axis in (left, right):
+        for r in tagged:
+            axis.axvline(r["size"], color="grey", lw=0.6, ls=":")
+    if tagged:
+        fig.text(0.5, 0.01, "; ".join(f"{r['size']:.0e} relations: store {r['store_kwargs']}" for r in tagged),
+                 ha="center", fontsize=8, color="dimgrey")
     fig.suptitle("llama_index_graphrag_milvus: graph cost vs corpus size (Milvus Lite, HashEmbedding dim 32)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(png, dpi=110)
     plt.close(fig)
+
+
+def _git_state() -> str:
+    import subprocess
+
+    snapshot = Path(__file__).resolve().parent.parent / "SNAPSHOT"
+    if snapshot.exists():
+        return snapshot.read_text().strip()
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent.parent, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "llama_index_graphrag_milvus"], capture_output=True,
+                               text=True, cwd=Path(__file__).resolve().parent.parent, check=True).stdout.strip()
+        return head + (" + uncommitted changes in llama_index_graphrag_milvus/" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def parse_sizes(text: str) -> List[int]:
@@ -1001,10 +1206,20 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--check-max-size", type=lambda s: int(float(s)), default=10_000,
                         help="check reference and ours give the same candidate sets up to this size")
     parser.add_argument("--max-ingest-minutes", type=float, default=25.0)
+    parser.add_argument("--ingest-budget-minutes", type=float, default=None,
+                        help="stop an ingest after this long and extrapolate (default: --max-ingest-minutes)")
     parser.add_argument("--force", action="store_true", help="ingest even if estimated over the limit")
     parser.add_argument("--no-reference", action="store_true")
     parser.add_argument("--keep-db", action="store_true", help="keep the Milvus Lite files under /tmp/scale")
+    parser.add_argument("--synonym-threshold", default=None,
+                        help="MilvusGraphStore(synonym_threshold=...): a float, or 'none' to disable the links "
+                             "(default: the store's own default)")
+    parser.add_argument("--tag", default="", help="suffix of the result key, e.g. 'nosyn' -> '1000000-nosyn'")
     args = parser.parse_args(argv)
+    if args.synonym_threshold is not None:
+        STORE_KWARGS["synonym_threshold"] = None if args.synonym_threshold.lower() == "none" else float(
+            args.synonym_threshold
+        )
     logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.WARNING)
     logging.getLogger("pymilvus").setLevel(logging.ERROR)  # "failed to get mvccTs" on every Lite iterator
     DB_ROOT.mkdir(parents=True, exist_ok=True)
@@ -1018,8 +1233,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         entry = run_size(size, args, results)
         entry["wall_s"] = round(time.perf_counter() - started, 1)
         entry["command"] = " ".join(sys.argv)
+        entry["package_commit"] = _git_state()
         entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-        results[str(size)] = entry
+        key = f"{size}-{args.tag}" if args.tag else str(size)
+        entry["tag"] = args.tag
+        entry["store_kwargs"] = {k: repr(v) for k, v in STORE_KWARGS.items()}
+        earlier = results.get(key, {})
+        if args.no_reference and "reference" in earlier:
+            entry["reference"] = dict(earlier["reference"], note="from an earlier run (--no-reference)")
+        results[key] = entry
         data = {
             "meta": {
                 "benchmark": "benchmarks/scale.py",
@@ -1028,9 +1250,10 @@ def main(argv: Optional[List[str]] = None) -> None:
                 "python": platform.python_version(),
                 "machine": f"{platform.machine()}, {os.cpu_count()} cpus (shared: compare ratios)",
                 "seed": args.seed,
+                "package_commit": _git_state(),
                 "note": "latencies in ms, times in s; sizes are distinct relations",
             },
-            "sizes": dict(sorted(results.items(), key=lambda kv: int(kv[0]))),
+            "sizes": dict(sorted(results.items(), key=lambda kv: (kv[1]["size"], kv[0]))),
         }
         out.write_text(json.dumps(data, indent=2, ensure_ascii=False))
         plot(data["sizes"], out.with_suffix(".png"))
