@@ -311,6 +311,26 @@ def retrieved(store: Any, question: str, k: int) -> list[list[str]]:
     ]
 
 
+def expansion_mismatches(store: Any) -> dict[str, int]:
+    """Expansion by Milvus queries against the in-memory walk, from every entity, at degrees 1 and 2."""
+    from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+    from llama_index_graphrag_milvus.remote import MilvusExpander
+
+    cache, graph = store.cache, store.graph
+    expander = MilvusExpander(store.client, store.relations_collection)
+    checks = mismatches = 0
+    for degree in (1, 2):
+        for eid in [e for e in cache.entities.ids if cache.has_entity(e)]:
+            local = {cache.relations.ids[p] for p in expand_from_entities(graph, [cache.entities.position[eid]], degree).tolist()}
+            checks += 1
+            mismatches += expander.from_entities([eid], degree) != local
+        for rid in [r for r in cache.relations.ids if cache.has_relation(r)][:8]:
+            local = {cache.relations.ids[p] for p in expand_from_relations(graph, [cache.relations.position[rid]], degree).tolist()}
+            checks += 1
+            mismatches += expander.from_relations([rid], degree) != local
+    return {"checks": checks, "mismatches": mismatches, "queries": expander.queries}
+
+
 def scenario(open_store: Callable[[], Any], steps: Steps, second_process: Callable[[], Any] | None = None) -> None:
     """Ingest, retrieve, reopen, delete, reopen: each step's outcome recorded in `steps`."""
     from llama_index_graphrag_milvus.examples import EULER_QUESTION
@@ -324,6 +344,7 @@ def scenario(open_store: Callable[[], Any], steps: Steps, second_process: Callab
         steps("cache_after_ingest", store.cache.counts)
         steps("retrieve_question", lambda: retrieved(store, QUESTION, 3))
         steps("retrieve_euler", lambda: retrieved(store, EULER_QUESTION, 4))
+        steps("milvus_expansion_mismatches", lambda: expansion_mismatches(store))
         second = steps("reopen_open", open_store)
         if second is not None:
             try:

@@ -133,3 +133,9 @@ def test_delete_removes_the_document_and_what_only_it_supported(server, lite):
 def test_a_store_opened_after_the_delete_sees_it(server):
     assert value(server, "reopen_after_delete_count") == COUNTS_AFTER_DELETE
     assert value(server, "reopen_after_delete_cache") == COUNTS_AFTER_DELETE
+
+
+def test_expansion_by_milvus_queries_equals_the_in_memory_walk_on_the_server(server):
+    outcome = value(server, "milvus_expansion_mismatches")
+    assert outcome["checks"] == 2 * (21 + 8)  # every entity and 8 relations, at degrees 1 and 2
+    assert outcome["mismatches"] == 0
