@@ -7,7 +7,7 @@ unusable falls back to similarity order with a warning.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
 from llama_index.core.llms.llm import LLM
@@ -50,9 +50,8 @@ def parse_rerank_answer(answer: str, candidates: Sequence[ScoredRelation], top_n
     # keep the LLM's choice first; fill up to top_n with the next most similar candidates
     chosen_ids = {r.id for r in relations}
     relations += [c for c in by_similarity(candidates, len(candidates)).relations if c.id not in chosen_ids]
-    for rank, relation in enumerate(relations):
-        relation.score = 1.0 / (1 + rank)
-    return RerankResult(relations[:top_n], thought if isinstance(thought, str) else None, by_llm=True)
+    ranked = [replace(relation, score=1.0 / (1 + rank)) for rank, relation in enumerate(relations[:top_n])]
+    return RerankResult(ranked, thought if isinstance(thought, str) else None, by_llm=True)
 
 
 def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:

@@ -37,6 +37,7 @@ from llama_index_graphrag_milvus.graph import (
 )
 from llama_index_graphrag_milvus.parsing import parse_json_object, string_list
 from llama_index_graphrag_milvus.prompts import NER_PROMPT, RERANK_PROMPT
+from llama_index_graphrag_milvus.remote import MilvusExpander
 from llama_index_graphrag_milvus.rerank import RerankResult, allm_rerank, by_similarity, llm_rerank
 from llama_index_graphrag_milvus.schema import ScoredRelation
 from llama_index_graphrag_milvus.store import MilvusGraphStore
@@ -66,6 +67,8 @@ class Retrieval:
     thought_process: Optional[str] = None
     nodes: List[NodeWithScore] = field(default_factory=list)
     reranker: Optional[str] = None  # "llm", or the graph ranking used: "chain", "ppr", "similarity"
+    # the adjacency the ranking reads: the store's, or (adjacency="milvus") the neighbourhood loaded
+    cache: Any = field(default=None, repr=False)
 
 
 class GraphRAGRetriever(BaseRetriever):
@@ -304,6 +307,40 @@ class GraphRAGRetriever(BaseRetriever):
     def _expand(self, run: Retrieval, vector: List[float]) -> None:
         """Expand the seeds over the graph; keep the candidates most similar to the question."""
         start = time.perf_counter()
+        if self.store.adjacency == "milvus":
+            touched = self._expand_in_milvus(run, vector)
+        else:
+            touched = self._expand_in_memory(run, vector)
+        dispatcher.event(
+            GraphRAGExpansionEvent(
+                query=run.query,
+                duration_ms=_ms(start),
+                expansion_degree=self.expansion_degree,
+                reached=touched,
+                candidates=len(run.candidates),
+            )
+        )
+
+    def _expand_in_milvus(self, run: Retrieval, vector: List[float]) -> int:
+        """The same walk by batched Milvus queries; then the candidates' neighbourhood is loaded (their
+        entities, passages and synonym links) for the ranking. Synonyms link candidates but add none."""
+        store = self.store
+        expander = MilvusExpander(store.client, store.relations_collection)
+        reached = expander.from_entities([e for e, _, _ in run.seed_entities], self.expansion_degree)
+        reached |= expander.from_relations([r.id for r in run.seed_relations], self.expansion_degree)
+        touched = len(reached)
+        if self.llm is None and self.reranker != "similarity":
+            capped = store.search_relations(vector, self.max_candidate_relations, among=sorted(reached), with_text=False)
+            reached = {r.id for r in capped} | set(store.relations_of_passages([p for p, _ in run.dense[: self.dense_seed_k]]))
+        run.candidates = store.search_relations(
+            vector, self.max_candidate_relations, among=sorted(reached), with_text=self.llm is not None
+        )
+        run.cache = store.neighbourhood(relation_ids=[r.id for r in run.candidates], with_entity_relations=False)
+        for relation in run.candidates:
+            relation.passage_ids = run.cache.passages_of_relation(relation.id)
+        return touched
+
+    def _expand_in_memory(self, run: Retrieval, vector: List[float]) -> int:
         store, cache = self.store, self.store.cache
         graph = store.graph
         entities = _positions(cache.entities.position, [e for e, _, _ in run.seed_entities])
@@ -328,15 +365,7 @@ class GraphRAGRetriever(BaseRetriever):
                 extra, _ = store.rank_positions(vector, extra, cap)
                 reached = np.union1d(reached, extra)
         run.candidates = store.rank_relations(vector, reached, cap, with_text=with_text)
-        dispatcher.event(
-            GraphRAGExpansionEvent(
-                query=run.query,
-                duration_ms=_ms(start),
-                expansion_degree=self.expansion_degree,
-                reached=touched,
-                candidates=len(run.candidates),
-            )
-        )
+        return touched
 
     @dispatcher.span
     def _rerank(self, run: Retrieval, vector: List[float]) -> "_Ranked":
@@ -443,7 +472,8 @@ class GraphRAGRetriever(BaseRetriever):
 
     def _chain_ranking(self, run: Retrieval, vector: List[float]):
         """Dense similarity plus `graph_weight` times the best two-step chain through the passage."""
-        cache, graph = self.store.cache, self.store.graph
+        cache = run.cache or self.store.cache
+        graph = cache.snapshot()
         candidates, positions = _located(run.candidates, cache)
         similarities = np.array([c.score for c in candidates])
         hub = max(20.0, self.hub_fraction * graph.shape[2])
@@ -462,7 +492,8 @@ class GraphRAGRetriever(BaseRetriever):
 
     def _ppr_ranking(self, run: Retrieval, vector: List[float]):
         """Personalized PageRank on the candidates' subgraph, rank-fused with dense retrieval."""
-        cache, graph = self.store.cache, self.store.graph
+        cache = run.cache or self.store.cache
+        graph = cache.snapshot()
         candidates, positions = _located(run.candidates, cache)
         weights = np.clip([c.score for c in candidates], 1e-3, None) if candidates else np.zeros(0)
         top = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])

@@ -33,6 +33,7 @@ from pymilvus import DataType, MilvusClient
 
 from llama_index_graphrag_milvus.extract import given_triplets
 from llama_index_graphrag_milvus.graph import Graph, GraphCache
+from llama_index_graphrag_milvus.remote import MilvusExpander
 from llama_index_graphrag_milvus.vectors import VectorCache
 from llama_index_graphrag_milvus.schema import (
     MAX_NAME_LENGTH,
@@ -214,6 +215,10 @@ class MilvusGraphStore:
         vector_cache: Keep a float32 copy of relation and passage vectors in memory and search it
             exactly, instead of asking Milvus (4·dim bytes per relation and passage). Defaults to on for
             Milvus Lite, whose every call costs tens of milliseconds, and off for a server.
+        adjacency: "memory" (the default) keeps the sparse adjacency in this process, rebuilt on open;
+            "milvus" keeps none: writes, deletes and retrieval load the neighbourhood they touch from
+            Milvus with batched queries, for graphs larger than one process's memory (known entity
+            names are then not matched without an LLM, and there is no vector cache).
         consistency_level: Of new collections. "Strong" (the default) reads every write at once; on a
             Milvus server "Bounded" or "Session" read faster but may miss writes for a few seconds.
         overwrite: Drop the three collections first.
@@ -232,6 +237,7 @@ class MilvusGraphStore:
         index_config: Optional[Dict[str, Any]] = None,
         synonym_threshold: Optional[float] = 0.9,
         vector_cache: Optional[bool] = None,
+        adjacency: str = "memory",
         consistency_level: str = "Strong",
         overwrite: bool = False,
         **client_kwargs: Any,
@@ -246,6 +252,9 @@ class MilvusGraphStore:
         self.embed_model = _resolve_embed_model(embed_model)
         self.batch_size = batch_size
         self.synonym_threshold = synonym_threshold
+        if adjacency not in ("memory", "milvus"):
+            raise GraphStoreError(f'adjacency must be "memory" or "milvus", got {adjacency!r}')
+        self.adjacency = adjacency
         self.consistency_level = consistency_level
         self.entities_collection = f"{collection_prefix}_entities"
         self.relations_collection = f"{collection_prefix}_relations"
@@ -266,7 +275,8 @@ class MilvusGraphStore:
         if _is_local_path(uri):
             self._lite_path = uri
             _lite_acquire(uri)
-        self._use_vectors = self._lite_path is not None if vector_cache is None else vector_cache
+        in_memory = adjacency == "memory"
+        self._use_vectors = in_memory and (self._lite_path is not None if vector_cache is None else vector_cache)
         self._reset_caches()
         try:
             with _quiet_lite():
@@ -274,7 +284,8 @@ class MilvusGraphStore:
             self._check_dimensions()
             for name in (self.entities_collection, self.relations_collection, self.passages_collection):
                 self.client.load_collection(name)
-            self._load_cache()
+            if in_memory:
+                self._load_cache()
         except BaseException:
             self.close()
             raise
@@ -464,8 +475,12 @@ class MilvusGraphStore:
             return self._add(nodes, triplets)
 
     def _add(self, nodes: Sequence[BaseNode], triplets: Sequence[Sequence[Triplet]]) -> List[str]:
-        cache = self._cache
         pids = [passage_id(n.ref_doc_id or n.node_id, n.get_content(MetadataMode.NONE)) for n in nodes]
+        cache = self._cache if self.adjacency == "memory" else self.neighbourhood(
+            passage_ids=pids,
+            relation_ids=[t.id for ts in triplets for t in ts],
+            entity_ids=[entity_id(n) for ts in triplets for t in ts for n in (t.subject, t.object)],
+        )
         todo: Dict[str, Tuple[BaseNode, List[Triplet]]] = {}
         for pid, node, node_triplets in zip(pids, nodes, triplets):
             if cache.passage_relations(pid) == {t.id for t in node_triplets}:
@@ -488,13 +503,13 @@ class MilvusGraphStore:
 
         entity_rows = [{"id": e, "name": name} for e, name in new_entities.items()]
         vectors = np.asarray(self._embed(list(new_entities.values())), dtype=np.float32).reshape(len(entity_rows), self._dim)
-        synonyms = self._find_synonyms(list(new_entities), vectors)
+        synonyms = self._find_synonyms(cache, list(new_entities), vectors)
         for row, vector in zip(entity_rows, vectors):
             row["embedding"] = vector.tolist()
             row["synonym_ids"] = synonyms.get(row["id"], [])
         for batch in chunked(entity_rows, self.batch_size):
             self._upsert(self.entities_collection, batch)
-        for eid, name in new_entities.items():
+        for eid, name in new_entities.items() if self.adjacency == "memory" else ():
             self._names.setdefault(normalize_name(name), eid)
             self._display.setdefault(eid, name)
         rows = []
@@ -546,10 +561,63 @@ class MilvusGraphStore:
             if self._passage_vectors is not None:
                 self._passage_vectors.put([cache.passages.position[r["id"]] for r in batch], [r["embedding"] for r in batch])
 
-        self._delete_orphans(*orphans)
+        self._delete_orphans(cache, *orphans)
         return pids
 
-    def _find_synonyms(self, entity_ids: List[int], vectors: np.ndarray) -> Dict[int, List[int]]:
+    def neighbourhood(
+        self,
+        passage_ids: Sequence[str] = (),
+        relation_ids: Sequence[int] = (),
+        entity_ids: Sequence[int] = (),
+        with_entity_relations: bool = True,
+    ) -> GraphCache:
+        """A `GraphCache` of the part of the stored graph that a write, a delete or a query touches,
+        loaded with batched queries: the given passages and the relations they state; every passage
+        stating one of those relations; the relations' entities and every relation of those entities
+        (and of `entity_ids`; unless `with_entity_relations` is False), with their synonym links. Writes
+        and deletes run on it unchanged, so they behave as with the whole adjacency in memory; its size
+        follows what is touched."""
+        local = GraphCache()
+        literals = lambda batch: ",".join(milvus_literal(p) for p in batch)  # noqa: E731
+        rows: Dict[str, List[int]] = {}
+        for batch in chunked(list(dict.fromkeys(passage_ids)), _ID_BATCH):
+            for row in self.client.query(self.passages_collection, filter=f"id in [{literals(batch)}]", output_fields=["id", "relation_ids"]):
+                rows[row["id"]] = row.get("relation_ids") or []
+        relations = set(relation_ids) | {r for rels in rows.values() for r in rels}
+        for batch in chunked(sorted(relations), _ID_BATCH):
+            for row in self.client.query(
+                self.passages_collection, filter=f"json_contains_any(relation_ids, {_int_list(batch)})",
+                output_fields=["id", "relation_ids"], limit=16384,
+            ):
+                rows[row["id"]] = row.get("relation_ids") or []
+        ends = set(entity_ids)
+        for batch in chunked(sorted(relations), _ID_BATCH):
+            found = self.client.query(
+                self.relations_collection, filter=f"id in {_int_list(batch)}", output_fields=["id", "subject_id", "object_id"]
+            )
+            local.add_relations((row["id"], row["subject_id"], row["object_id"]) for row in found)
+            ends.update(e for row in found for e in (row["subject_id"], row["object_id"]))
+        if with_entity_relations:
+            expander = MilvusExpander(self.client, self.relations_collection)
+            local.add_relations((r, s_, o) for r, (s_, o) in expander.relations_of_entities(ends).items())
+        local.add_passages(rows.items())
+        synonyms = []
+        for batch in chunked(sorted(ends), _ID_BATCH):
+            for row in self.client.query(self.entities_collection, filter=f"id in {_int_list(batch)}", output_fields=["id", "synonym_ids"]):
+                synonyms.extend((row["id"], other) for other in row.get("synonym_ids") or [])
+        local.add_synonyms(synonyms)
+        return local
+
+    def relations_of_passages(self, passage_ids: Sequence[str]) -> List[int]:
+        """The ids of the relations the given passages state, read from their rows."""
+        found: List[int] = []
+        for batch in chunked(list(passage_ids), _ID_BATCH):
+            literals = ",".join(milvus_literal(p) for p in batch)
+            for row in self.client.query(self.passages_collection, filter=f"id in [{literals}]", output_fields=["relation_ids"]):
+                found.extend(row.get("relation_ids") or [])
+        return list(dict.fromkeys(found))
+
+    def _find_synonyms(self, cache: GraphCache, entity_ids: List[int], vectors: np.ndarray) -> Dict[int, List[int]]:
         """Links from new entities to the entities, stored or new, whose embedding is within
         `synonym_threshold` (cosine): "Leonhard Euler" ~ "leonhard euler" ~ "L. Euler"."""
         if self.synonym_threshold is None or len(entity_ids) == 0:
@@ -565,7 +633,7 @@ class MilvusGraphStore:
                     for p, score in zip(positions.tolist(), scores.tolist()):
                         if score >= threshold and ids[p] != eid:
                             found[eid][ids[p]] = score
-        elif self._cache.counts()["entities"]:
+        elif self.adjacency == "milvus" or cache.counts()["entities"]:
             client = self._ready(self.entities_collection)
             for start in range(0, len(entity_ids), self.batch_size):
                 batch = vectors[start : start + self.batch_size]
@@ -603,9 +671,9 @@ class MilvusGraphStore:
                 row["embedding"] = vector
             self._upsert(collection, row_batch)
 
-    def _delete_orphans(self, relation_ids: List[int], entity_ids: List[int]) -> None:
-        relation_ids = [r for r in relation_ids if not self._cache.has_relation(r)]
-        entity_ids = [e for e in entity_ids if not self._cache.has_entity(e)]
+    def _delete_orphans(self, cache: GraphCache, relation_ids: List[int], entity_ids: List[int]) -> None:
+        relation_ids = [r for r in relation_ids if not cache.has_relation(r)]
+        entity_ids = [e for e in entity_ids if not cache.has_entity(e)]
         for batch in chunked(relation_ids, _ID_BATCH):
             self.client.delete(self.relations_collection, filter=f"id in {_int_list(batch)}")
         for batch in chunked(entity_ids, _ID_BATCH):
@@ -626,11 +694,12 @@ class MilvusGraphStore:
             pids = [r["id"] for r in rows]
             if not pids:
                 return
-            orphans = self._cache.remove_passages(pids)
+            cache = self._cache if self.adjacency == "memory" else self.neighbourhood(passage_ids=pids)
+            orphans = cache.remove_passages(pids)
             for batch in chunked(pids, _ID_BATCH):
                 literals = ",".join(milvus_literal(p) for p in batch)
                 self.client.delete(self.passages_collection, filter=f"id in [{literals}]")
-            self._delete_orphans(*orphans)
+            self._delete_orphans(cache, *orphans)
 
     def clear(self) -> None:
         """Drop every entity, relation and passage of this store (its three collections), and start empty."""
@@ -726,6 +795,12 @@ class MilvusGraphStore:
         With `with_text=False` their subject, predicate and object are left empty (see `describe`)."""
         if among is not None and len(among) == 0:
             return []
+        if among is not None and len(among) > _ID_BATCH:  # one filter per 1,000 ids, best kept
+            found: List[ScoredRelation] = []
+            for batch in chunked(list(among), _ID_BATCH):
+                found += self.search_relations(vector, top_k, among=batch, with_text=False)
+            found = sorted(found, key=lambda r: -r.score)[:top_k]
+            return self.describe(found) if with_text else found
         if self._relation_vectors is not None:
             relations = self._cached_relations(vector, top_k, among)
             return self.describe(relations) if with_text else relations

@@ -1,0 +1,57 @@
+"""adjacency="milvus": no adjacency in memory; writes, deletes and retrieval load what they touch."""
+
+import pytest
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
+from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
+
+from conftest import graph_llm
+
+QUESTIONS = [EULER_QUESTION, "Who taught Leonhard Euler?", "What did Jakob Bernoulli discover?", "Where is Basel?"]
+
+
+def pair(make_store, tmp_path):
+    memory = make_store(uri=str(tmp_path / "memory.db"))
+    milvus = make_store(uri=str(tmp_path / "milvus.db"), adjacency="milvus")
+    for store in (memory, milvus):
+        GraphRAGTransform(store=store)(bernoulli_documents())
+    return memory, milvus
+
+
+def test_nothing_is_held_in_memory_and_writes_are_the_same(make_store, tmp_path):
+    memory, milvus = pair(make_store, tmp_path)
+    assert milvus.cache.counts() == {"entities": 0, "relations": 0, "passages": 0}
+    assert milvus.count() == memory.count() == {"entities": 21, "relations": 22, "passages": 5}
+    IngestionPipeline(transformations=[SentenceSplitter(), GraphRAGTransform(store=milvus)]).run(documents=bernoulli_documents())
+    assert milvus.count() == memory.count()  # idempotent without the adjacency too
+    for store in (memory, milvus):
+        store.delete("bernoulli-daniel")
+    assert milvus.count() == memory.count() == {"entities": 16, "relations": 17, "passages": 4}
+    assert milvus.count()["relations"] == len(milvus.client.query(milvus.relations_collection, filter="", output_fields=["id"]))
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_the_same_candidates_as_the_in_memory_adjacency(make_store, tmp_path, degree):
+    memory, milvus = pair(make_store, tmp_path)
+    llm = graph_llm(mentions=["Euler", "Jakob Bernoulli"], chosen=["studied under"])  # the same seeds for both
+    for question in QUESTIONS:
+        runs = [
+            GraphRAGRetriever(store=s, llm=llm, expansion_degree=degree, similarity_top_k=3).trace(question)
+            for s in (memory, milvus)
+        ]
+        assert runs[0].candidates
+        by_id = [{r.id: r for r in run.candidates} for run in runs]
+        assert set(by_id[0]) == set(by_id[1])  # the same candidates (ties may come in another order)
+        for rid, relation in by_id[0].items():
+            assert relation.score == pytest.approx(by_id[1][rid].score, abs=1e-4)
+            assert sorted(relation.passage_ids) == sorted(by_id[1][rid].passage_ids)
+        assert {n.node.node_id for n in runs[0].nodes} == {n.node.node_id for n in runs[1].nodes}
+
+
+def test_the_chain_reranker_runs_on_the_loaded_neighbourhood(make_store, tmp_path):
+    _, milvus = pair(make_store, tmp_path)
+    run = GraphRAGRetriever(store=milvus, similarity_top_k=2).trace("Who was the teacher of Leonhard Euler?")
+    assert {n.node.node_id for n in run.nodes} == {"euler", "bernoulli-johann"}
+    assert all(n.node.metadata["graphrag_relations"] for n in run.nodes)
