@@ -331,7 +331,37 @@ def expansion_mismatches(store: Any) -> dict[str, int]:
     return {"checks": checks, "mismatches": mismatches, "queries": expander.queries}
 
 
-def scenario(open_store: Callable[[], Any], steps: Steps, second_process: Callable[[], Any] | None = None) -> None:
+def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> dict[str, int]:
+    """A store with adjacency="milvus" on the same collections gathers the same candidates, with the
+    same passages, as the in-memory store, from the same seeds."""
+    from llama_index_graphrag_milvus import GraphRAGRetriever
+    from llama_index_graphrag_milvus.examples import EULER_QUESTION
+    from llama_index_graphrag_milvus.retriever import Retrieval
+
+    other = open_milvus_store()
+    checks = mismatches = 0
+    try:
+        for question in (QUESTION, EULER_QUESTION, "What did Jakob Bernoulli discover?"):
+            for degree in (1, 2):
+                reference = GraphRAGRetriever(store=store, reranker="similarity", expansion_degree=degree).trace(question)
+                run = Retrieval(query=question, seed_entities=list(reference.seed_entities))
+                vector = other.embed_model.get_query_embedding(question)
+                GraphRAGRetriever(store=other, reranker="similarity", expansion_degree=degree)._gather(run, vector)
+                want = {r.id: sorted(r.passage_ids) for r in reference.candidates}
+                got = {r.id: sorted(r.passage_ids) for r in run.candidates}
+                checks += 1
+                mismatches += want != got or not want
+    finally:
+        other.close()
+    return {"checks": checks, "mismatches": mismatches}
+
+
+def scenario(
+    open_store: Callable[[], Any],
+    steps: Steps,
+    second_process: Callable[[], Any] | None = None,
+    open_milvus_store: Callable[[], Any] | None = None,
+) -> None:
     """Ingest, retrieve, reopen, delete, reopen: each step's outcome recorded in `steps`."""
     from llama_index_graphrag_milvus.examples import EULER_QUESTION
 
@@ -345,6 +375,8 @@ def scenario(open_store: Callable[[], Any], steps: Steps, second_process: Callab
         steps("retrieve_question", lambda: retrieved(store, QUESTION, 3))
         steps("retrieve_euler", lambda: retrieved(store, EULER_QUESTION, 4))
         steps("milvus_expansion_mismatches", lambda: expansion_mismatches(store))
+        if open_milvus_store is not None:
+            steps("milvus_mode_mismatches", lambda: milvus_mode_mismatches(store, open_milvus_store))
         second = steps("reopen_open", open_store)
         if second is not None:
             try:
@@ -430,6 +462,11 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
         def open_store() -> Any:
             return MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix)
 
+        def open_milvus_store() -> Any:
+            return MilvusGraphStore(
+                uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, adjacency="milvus"
+            )
+
         def other_process() -> Any:
             code = _OTHER_PROCESS.format(here=str(Path(__file__).resolve().parent), uri=uri, prefix=args.prefix)
             out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
@@ -440,7 +477,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
             return json.loads(lines[-1][len("RESULT "):])
 
         steps = Steps()
-        scenario(open_store, steps, other_process)
+        scenario(open_store, steps, other_process, open_milvus_store)
         result["steps"] = steps.results
     except Exception as exc:
         result["worker_error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"

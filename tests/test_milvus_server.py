@@ -139,3 +139,8 @@ def test_expansion_by_milvus_queries_equals_the_in_memory_walk_on_the_server(ser
     outcome = value(server, "milvus_expansion_mismatches")
     assert outcome["checks"] == 2 * (21 + 8)  # every entity and 8 relations, at degrees 1 and 2
     assert outcome["mismatches"] == 0
+
+
+def test_a_store_with_no_adjacency_in_memory_gathers_the_same_candidates_on_the_server(server):
+    outcome = value(server, "milvus_mode_mismatches")
+    assert outcome == {"checks": 6, "mismatches": 0}
