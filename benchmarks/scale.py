@@ -1064,7 +1064,7 @@ def run_size(size: int, args: argparse.Namespace, results: Dict[str, Any]) -> Di
         log(f"size {size}: cProfile of a second ingest")
         entry["ingest_profile"] = profile_ingest(
             corpus, DB_ROOT / f"profile_{fmt_size(size)}.db", args.node_batch, args.batch_size,
-            Path(args.out).parent / f"scale_ingest_profile_{fmt_size(size)}.prof",
+            Path(args.out).parent / f"{Path(args.out).stem}_ingest_profile_{fmt_size(size)}.prof",
         )
         log(f"size {size}: profile buckets {entry['ingest_profile']['buckets_share']}")
 
@@ -1107,67 +1107,94 @@ def run_size(size: int, args: argparse.Namespace, results: Dict[str, Any]) -> Di
 
 
 def plot(results: Dict[str, Any], png: Path) -> None:
+    """Log-log cost curves. Solid: the store's defaults; dashed: a tagged run (e.g. synonym links off);
+    hollow markers: estimates for runs that were stopped or skipped."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_size: Dict[int, Dict[str, Any]] = {}
-    for r in sorted(results.values(), key=lambda r: bool(r.get("tag"))):  # untagged first
-        if "open" in r and r["size"] not in by_size:
-            by_size[r["size"]] = r
-    rows = [by_size[k] for k in sorted(by_size)]
-    if not rows:
+    entries = list(results.values())
+    default = sorted((r for r in entries if not r.get("tag")), key=lambda r: r["size"])
+    tags = sorted({r["tag"] for r in entries if r.get("tag")})
+    measured = [r for r in entries if "open" in r]
+    if not measured:
         return
-    tagged = [r for r in rows if r.get("tag")]
-    x = [r["size"] for r in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2))
+    by_size: Dict[int, Dict[str, Any]] = {}  # for figures the store settings barely touch
+    for r in sorted(measured, key=lambda r: bool(r.get("tag"))):
+        by_size.setdefault(r["size"], r)
+    any_rows = [by_size[k] for k in sorted(by_size)]
+    ref_by_size: Dict[int, Dict[str, Any]] = {}  # the reference does not depend on the store settings
+    for r in sorted((r for r in entries if "reference" in r), key=lambda r: bool(r.get("tag"))):
+        ref_by_size.setdefault(r["size"], r)
+    ref_rows = [ref_by_size[k] for k in sorted(ref_by_size)]
 
-    def series(axis, xs, ys, label, style, **kw):
-        pts = [(a, b) for a, b in zip(xs, ys) if b is not None and b > 0]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 7.2))
+
+    def series(axis, rows, get, label, style, **kw):
+        pts = []
+        for r in rows:
+            try:
+                y = get(r)
+            except (KeyError, TypeError):
+                continue
+            if y is not None and y > 0:
+                pts.append((r["size"], y))
         if pts:
             axis.plot(*zip(*pts), style, label=label, **kw)
             a, b = pts[-1]
-            axis.annotate(f"{b:.3g}", (a, b), textcoords="offset points", xytext=(5, 3), fontsize=8)
+            axis.annotate(f"{b:.3g}", (a, b), textcoords="offset points", xytext=(6, -3), fontsize=8)
 
-    series(left, x, [r["retrieval"]["ms"]["p50"] for r in rows], "retrieval p50 (no LLM, ours)", "o-", color="C0")
-    series(left, x, [r["expansion"]["degree_1"]["ms"]["p50"] for r in rows], "expansion d=1 p50 (ours)", "s-", color="C1")
-    series(left, x, [r["expansion"]["degree_2"]["ms"]["p50"] for r in rows], "expansion d=2 p50 (ours)", "s--", color="C2")
-    ref_rows = [r for r in rows if "expansion_deg1_ms" in r.get("reference", {})]
-    series(left, [r["size"] for r in ref_rows], [r["reference"]["expansion_deg1_ms"]["p50"] for r in ref_rows],
-           "expansion d=1 p50 (reference, rows of precomputed products)", "^:", color="C3")
+    def tagged(tag):
+        return sorted((r for r in entries if r.get("tag") == tag), key=lambda r: r["size"])
+
+    tag_label = {t: ", ".join(f"{k}={v}" for k, v in (tagged(t)[0].get("store_kwargs") or {}).items()) or t
+                 for t in tags}
+
+    series(left, default, lambda r: r["retrieval"]["ms"]["p50"], "retrieval p50, no LLM (store defaults)", "o-",
+           color="C0")
+    for t in tags:
+        series(left, tagged(t), lambda r: r["retrieval"]["ms"]["p50"], f"retrieval p50 ({tag_label[t]})", "o--",
+               color="C0", mfc="white")
+    series(left, any_rows, lambda r: r["expansion"]["degree_1"]["ms"]["p50"], "expansion d=1 p50 (ours)", "s-",
+           color="C1")
+    series(left, any_rows, lambda r: r["expansion"]["degree_2"]["ms"]["p50"], "expansion d=2 p50 (ours)", "s-",
+           color="C2")
+    series(left, ref_rows, lambda r: r["reference"]["expansion_deg1_ms"]["p50"],
+           "expansion d=1 p50 (reference: rows of precomputed A·Aᵀ·A, Aᵀ·A)", "^:", color="C3")
     left.set_title("Per-query latency (ms)")
-    left.set_xlabel("relations")
     left.set_ylabel("ms (log)")
 
-    series(right, x, [r["open"]["adjacency_build_s (load_cache + csr)"] for r in rows],
-           "adjacency build on open (ours: read rows + id maps + CSR)", "o-", color="C0")
-    series(right, x, [r["open"]["csr_build_s"] for r in rows], "CSR build only (ours)", "s--", color="C1")
-    series(right, x, [r["ingest"]["seconds"] for r in rows], "ingest (ours, embedding + Milvus upserts)", "d-", color="C4")
-    mem_rows = [r for r in rows if "ours_in_memory_build_s" in r.get("reference", {})]
-    series(right, [r["size"] for r in mem_rows], [r["reference"]["ours_in_memory_build_s"] for r in mem_rows],
-           "in-memory build (ours, GraphCache from id rows)", "s:", color="C2")
-    series(right, [r["size"] for r in ref_rows], [r["reference"]["build_s"] for r in ref_rows],
-           "build (reference: lists + dense + products)", "^:", color="C3")
-    list_rows = [r for r in rows if r.get("reference", {}).get("lists_s") and "build_s" not in r["reference"]]
-    series(right, [r["size"] for r in list_rows], [r["reference"]["lists_s"] for r in list_rows],
-           "reference list build only (dense matrix skipped)", "x", color="C3", markersize=9)
+    series(right, default, lambda r: r["ingest"]["seconds"] if "stopped_early" not in r["ingest"] else None,
+           "ingest (store defaults)", "d-", color="C4")
+    series(right, default, lambda r: r["ingest"]["stopped_early"]["estimated_total_s (batch-time fit)"],
+           "ingest, estimated (stopped at the time budget)", "d", color="C4", mfc="white", markersize=9)
+    for t in tags:
+        series(right, tagged(t), lambda r: r["ingest"]["seconds"], f"ingest ({tag_label[t]})", "d--", color="C4",
+               mfc="white")
+    series(right, any_rows, lambda r: r["open"]["adjacency_build_s (load_cache + csr)"],
+           "adjacency build on open (ours: read rows from Milvus + id maps + CSR)", "o-", color="C0")
+    series(right, any_rows, lambda r: r["open"]["csr_build_s"], "CSR build only (ours, cache.snapshot())", "s-",
+           color="C1")
+    series(right, ref_rows, lambda r: r["reference"]["ours_in_memory_build_s"],
+           "in-memory build (ours: GraphCache from id rows + snapshot)", "s:", color="C2")
+    series(right, ref_rows, lambda r: r["reference"]["build_s"], "build (reference: lists + dense + products)", "^:",
+           color="C3")
+    series(right, ref_rows, lambda r: r["reference"]["lists_s"] if "build_s" not in r["reference"] else None,
+           "reference list build only (dense matrix would not fit)", "x", color="C3", markersize=10)
+    series(right, ref_rows, lambda r: r["reference"].get("lists_predicted_s") if "lists_s" not in r["reference"]
+           else None, "reference list build, predicted (quadratic)", "^", color="C3", mfc="white", markersize=9)
     right.set_title("Build / ingest time (s)")
-    right.set_xlabel("relations")
     right.set_ylabel("seconds (log)")
     for axis in (left, right):
         axis.set_xscale("log")
         axis.set_yscale("log")
+        axis.set_xlabel("relations")
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=8, loc="upper left")
-    for axis in (left, right):
-        for r in tagged:
-            axis.axvline(r["size"], color="grey", lw=0.6, ls=":")
-    if tagged:
-        fig.text(0.5, 0.01, "; ".join(f"{r['size']:.0e} relations: store {r['store_kwargs']}" for r in tagged),
-                 ha="center", fontsize=8, color="dimgrey")
-    fig.suptitle("llama_index_graphrag_milvus: graph cost vs corpus size (Milvus Lite, HashEmbedding dim 32)")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+        axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1, frameon=False)
+    fig.suptitle("llama_index_graphrag_milvus: graph cost vs corpus size (Milvus Lite, HashEmbedding dim 32; "
+                 "shared 2-core machine)")
+    fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
 
