@@ -832,10 +832,8 @@ class MilvusGraphStore:
         if among is None:
             positions, scores = self._relation_vectors.top_k(vector, top_k, cache.relations.mask())
         else:
-            positions = np.array([cache.relations.position[r] for r in among if cache.has_relation(r)], dtype=np.int64)
-            scores = self._relation_vectors.similarity(vector, positions)
-            order = np.argsort(-scores, kind="stable")[:top_k]
-            positions, scores = positions[order], scores[order]
+            found = cache.relations.lookup(np.array(list(among), dtype=np.int64))
+            positions, scores = self.rank_positions(vector, found[found >= 0], top_k)
         return self._scored(positions, scores)
 
     def rank_positions(self, vector: List[float], positions: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
