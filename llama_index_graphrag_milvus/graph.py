@@ -460,6 +460,40 @@ class GraphCache:
         )
         return Graph(entity_relation, relation_entity, relation_passage, passage_relation, entity_entity)
 
+    def export(self) -> Dict[str, np.ndarray]:
+        """The live content, as ids, with the positions each row came from (to gather vectors by):
+        relation_ids, relation_ends (R×2 entity ids), relation_positions; passage_ids, passage_offsets,
+        passage_relations (relation ids), passage_positions; synonyms (S×2 entity ids)."""
+        with self._lock:
+            entity_ids = self.entities._ids[: len(self.entities)]
+            relation_ids = self.relations._ids[: len(self.relations)]
+            rels = np.flatnonzero(self.relations.mask())
+            ends = np.stack([entity_ids[self._subject.array()[rels]], entity_ids[self._object.array()[rels]]], axis=1)
+            passages = np.flatnonzero(self.passages.mask())
+            first, count = self._first.array()[passages], self._count.array()[passages]
+            lengths = count.astype(np.int64)
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            edges = np.repeat(first - offsets[:-1], lengths) + np.arange(int(lengths.sum()))
+            edge_relations = self._edge_relation.array()[edges]
+            alive = self.relations.mask()[edge_relations] if len(edge_relations) else np.zeros(0, dtype=bool)
+            if not alive.all():  # drop edges to removed relations, keep the offsets right
+                owner = np.repeat(np.arange(len(passages)), lengths)[alive]
+                offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=len(passages)))]).astype(np.int64)
+                edge_relations = edge_relations[alive]
+            pairs = np.asarray(self._synonyms, dtype=np.int64).reshape(-1, 2)
+            entity_alive = self.entities.mask()
+            pairs = pairs[entity_alive[pairs[:, 0]] & entity_alive[pairs[:, 1]]] if len(pairs) else pairs
+            return {
+                "relation_ids": relation_ids[rels].copy(),
+                "relation_ends": ends,
+                "relation_positions": rels,
+                "passage_ids": [self.passages.ids[p] for p in passages.tolist()],
+                "passage_offsets": offsets,
+                "passage_relations": relation_ids[edge_relations],
+                "passage_positions": passages,
+                "synonyms": entity_ids[pairs],
+            }
+
     def has_entity(self, entity_id: int) -> bool:
         return entity_id in self.entities.position
 

@@ -11,6 +11,7 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, List, Optional, Sequence, Tuple
 
 _SPACE = re.compile(r"\s+")
@@ -57,9 +58,18 @@ class Triplet:
         """The relation sentence that is embedded: "subject predicate object"."""
         return f"{self.subject} {self.predicate} {self.object}"
 
-    @property
+    # ids are computed once per triplet (normalizing and hashing cost more than the rest of a write)
+    @cached_property
     def id(self) -> int:
         return relation_id(self.subject, self.predicate, self.object)
+
+    @cached_property
+    def subject_id(self) -> int:
+        return entity_id(self.subject)
+
+    @cached_property
+    def object_id(self) -> int:
+        return entity_id(self.object)
 
 
 def parse_triplet(value: Any) -> Optional[Triplet]:

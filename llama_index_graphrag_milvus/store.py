@@ -31,6 +31,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 from llama_index.vector_stores.milvus import MilvusVectorStore
 from pymilvus import DataType, MilvusClient
 
+from llama_index_graphrag_milvus import snapshot as snapshot_module
 from llama_index_graphrag_milvus.extract import given_triplets
 from llama_index_graphrag_milvus.graph import Graph, GraphCache
 from llama_index_graphrag_milvus.remote import MilvusExpander
@@ -173,6 +174,10 @@ def _held_by_another_process(path: str) -> bool:
     return False
 
 
+def _float32(rows: List[Any], dim: int) -> np.ndarray:
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), dim)
+
+
 def _resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     """The given model; else `Settings.embed_model` if set or OpenAI is usable; else the bundled MiniLM."""
     if embed_model is not None:
@@ -221,6 +226,12 @@ class MilvusGraphStore:
             names are then not matched without an LLM, and there is no vector cache).
         consistency_level: Of new collections. "Strong" (the default) reads every write at once; on a
             Milvus server "Bounded" or "Session" read faster but may miss writes for a few seconds.
+        snapshot: Where to save the in-memory caches on `close()`, so that the next open builds them
+            from that file instead of re-reading every row (see `snapshot.py`). Defaults to
+            `<database path>.graphrag-cache/<prefix>.npz` on Milvus Lite and to none on a server, where
+            other processes may write; a path turns it on (only if this process is the only writer),
+            False turns it off. The file is deleted before the first write and trusted only while
+            Milvus counts the rows it counted.
         overwrite: Drop the three collections first.
         **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
     """
@@ -239,6 +250,7 @@ class MilvusGraphStore:
         vector_cache: Optional[bool] = None,
         adjacency: str = "memory",
         consistency_level: str = "Strong",
+        snapshot: Optional[str | bool] = None,
         overwrite: bool = False,
         **client_kwargs: Any,
     ) -> None:
@@ -249,6 +261,8 @@ class MilvusGraphStore:
             )
         self.uri = uri
         self.collection_prefix = collection_prefix
+        self._snapshot_path: Optional[Path] = None  # set below, once the caches can be built
+        self._snapshot_current = False  # the file holds exactly what the caches hold
         self.embed_model = _resolve_embed_model(embed_model)
         self.batch_size = batch_size
         self.synonym_threshold = synonym_threshold
@@ -277,6 +291,9 @@ class MilvusGraphStore:
             _lite_acquire(uri)
         in_memory = adjacency == "memory"
         self._use_vectors = in_memory and (self._lite_path is not None if vector_cache is None else vector_cache)
+        self._snapshot_path = self._snapshot_location(snapshot) if in_memory else None
+        if overwrite and self._snapshot_path is not None:
+            snapshot_module.discard(self._snapshot_path)
         self._reset_caches()
         try:
             with _quiet_lite():
@@ -287,6 +304,7 @@ class MilvusGraphStore:
             if in_memory:
                 self._load_cache()
         except BaseException:
+            self._snapshot_path = None
             self.close()
             raise
 
@@ -320,9 +338,21 @@ class MilvusGraphStore:
                 ) from exc
             raise
 
+    def _snapshot_location(self, snapshot: Optional[str | bool]) -> Optional[Path]:
+        if snapshot is None or snapshot is True:
+            if self._lite_path is not None:
+                return Path(f"{self._lite_path}.graphrag-cache") / f"{self.collection_prefix}.npz"
+            if snapshot:
+                self.close()
+                raise GraphStoreError(
+                    'snapshot=True needs a file path on a Milvus server, e.g. snapshot="graph.npz" '
+                    "(and only if this process is the only writer)."
+                )
+            return None
+        return Path(snapshot).expanduser() if snapshot else None
+
     def _reset_caches(self) -> None:
         self._cache = GraphCache()
-        self._names: Dict[str, int] = {}  # normalized entity name -> entity id
         self._display: Dict[int, str] = {}  # entity id -> its name as first written
         self._entity_vectors = VectorCache(self._dim) if self._use_vectors else None
         self._relation_vectors = VectorCache(self._dim) if self._use_vectors else None
@@ -376,7 +406,8 @@ class MilvusGraphStore:
                             "with, or another collection_prefix (or overwrite=True to rebuild it)."
                         )
 
-    def _iterate(self, collection: str, fields: List[str]) -> Iterable[Dict[str, Any]]:
+    def _pages(self, collection: str, fields: List[str]) -> Iterable[List[Dict[str, Any]]]:
+        """Every row of a collection, a page at a time."""
         with _quiet_lite():
             iterator = self.client.query_iterator(collection, batch_size=_READ_BATCH, output_fields=fields)
             try:
@@ -384,7 +415,7 @@ class MilvusGraphStore:
                     page = iterator.next()
                     if not page:
                         return
-                    yield from page
+                    yield page
             finally:
                 iterator.close()
 
@@ -406,44 +437,111 @@ class MilvusGraphStore:
         return self.client
 
     def _load_cache(self) -> None:
-        """Rebuild the adjacency, the entity-name index and the vector cache from Milvus."""
+        """Build the adjacency, the entity names and the vector cache: from the snapshot file when it is
+        current, else from the rows in Milvus."""
+        columns = None
+        if self._snapshot_path is not None:
+            columns = snapshot_module.load(self._snapshot_path, self._snapshot_meta(self.count()))
+        self._snapshot_current = columns is not None
+        self._fill(columns if columns is not None else self._read_columns())
+
+    def _snapshot_meta(self, counts: Dict[str, int]) -> Dict[str, Any]:
+        return {"prefix": self.collection_prefix, "dim": self._dim, "vectors": self._use_vectors, "counts": counts}
+
+    def _read_columns(self) -> snapshot_module.Columns:
+        """The columns the caches are built from, read page by page from the three collections."""
+        vectors = ["embedding"] if self._use_vectors else []
+        ids, ends, relation_vectors = [], [], []
+        for page in self._pages(self.relations_collection, ["id", "subject_id", "object_id", *vectors]):
+            ids.append(np.fromiter((r["id"] for r in page), np.int64, len(page)))
+            ends.append(np.array([(r["subject_id"], r["object_id"]) for r in page], dtype=np.int64).reshape(-1, 2))
+            relation_vectors += [_float32([r["embedding"] for r in page], self._dim)] if vectors else []
+        passage_ids: List[str] = []
+        lengths, flat, passage_vectors = [], [], []
+        for page in self._pages(self.passages_collection, ["id", "relation_ids", *vectors]):
+            passage_ids += [r["id"] for r in page]
+            lengths += [len(r.get("relation_ids") or []) for r in page]
+            flat += [rel for r in page for rel in r.get("relation_ids") or []]
+            passage_vectors += [_float32([r["embedding"] for r in page], self._dim)] if vectors else []
+        entity_ids: List[int] = []
+        names: List[str] = []
+        synonyms: List[Tuple[int, int]] = []
+        entity_vectors = []
+        for page in self._pages(self.entities_collection, ["id", "name", "synonym_ids", *vectors]):
+            entity_ids += [r["id"] for r in page]
+            names += [r["name"] for r in page]
+            synonyms += [(r["id"], other) for r in page for other in r.get("synonym_ids") or []]
+            entity_vectors += [_float32([r["embedding"] for r in page], self._dim)] if vectors else []
+        stack = lambda parts, shape: np.concatenate(parts) if parts else np.zeros(shape, dtype=np.float32)  # noqa: E731
+        return snapshot_module.Columns(
+            relation_ids=np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64),
+            relation_ends=np.concatenate(ends) if ends else np.zeros((0, 2), dtype=np.int64),
+            passage_ids=passage_ids,
+            passage_offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
+            passage_relations=np.array(flat, dtype=np.int64),
+            entity_ids=np.array(entity_ids, dtype=np.int64),
+            entity_names=names,
+            synonyms=np.array(synonyms, dtype=np.int64).reshape(-1, 2),
+            relation_vectors=stack(relation_vectors, (0, self._dim)) if vectors else None,
+            passage_vectors=stack(passage_vectors, (0, self._dim)) if vectors else None,
+            entity_vectors=stack(entity_vectors, (0, self._dim)) if vectors else None,
+        )
+
+    def _fill(self, columns: snapshot_module.Columns) -> None:
         cache = self._cache
-        for collection, vectors, fields, add in (
-            (self.relations_collection, self._relation_vectors, ["id", "subject_id", "object_id"],
-             lambda rows: cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in rows)),
-            (self.passages_collection, self._passage_vectors, ["id", "relation_ids"],
-             lambda rows: cache.add_passages((r["id"], r.get("relation_ids") or []) for r in rows)),
-        ):
-            ids = cache.relations if collection == self.relations_collection else cache.passages
-            page: List[Dict[str, Any]] = []
-            for row in self._iterate(collection, fields + (["embedding"] if vectors else [])):
-                page.append(row)
-                if len(page) == _READ_BATCH:
-                    self._load_page(page, add, ids, vectors)
-            self._load_page(page, add, ids, vectors)
-        synonyms = []
-        vectors = self._entity_vectors
-        page = []
-        for row in self._iterate(self.entities_collection, ["id", "name", "synonym_ids"] + (["embedding"] if vectors else [])):
-            self._names[normalize_name(row["name"])] = row["id"]
-            self._display[row["id"]] = row["name"]
-            synonyms.extend((row["id"], other) for other in row.get("synonym_ids") or [])
-            if vectors is not None and row["id"] in cache.entities.position:  # else: no relation, unused
-                page.append(row)
-                if len(page) == _READ_BATCH:
-                    vectors.put([cache.entities.position[r["id"]] for r in page], [r["embedding"] for r in page])
-                    page.clear()
-        if vectors is not None:
-            vectors.put([cache.entities.position[r["id"]] for r in page], [r["embedding"] for r in page])
-        cache.add_synonyms(synonyms)
+        cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
+        cache.add_passages(columns.passages())
+        self._display.update(zip(columns.entity_ids.tolist(), columns.entity_names))
+        cache.add_synonyms(columns.synonyms.tolist())
+        if self._use_vectors and columns.has_vectors:
+            assert self._relation_vectors and self._passage_vectors and self._entity_vectors
+            self._relation_vectors.put(cache.relations.lookup(columns.relation_ids), columns.relation_vectors)
+            index = cache.passages.position
+            self._passage_vectors.put([index[p] for p in columns.passage_ids], columns.passage_vectors)
+            positions = cache.entities.lookup(columns.entity_ids)
+            used = positions >= 0  # an entity with no relation (left by an interrupted write) is not searched
+            self._entity_vectors.put(positions[used], columns.entity_vectors[used])
         cache.compact()
 
-    @staticmethod
-    def _load_page(page: List[Dict[str, Any]], add: Any, ids: Any, vectors: Optional[VectorCache]) -> None:
-        add(page)
-        if vectors is not None:
-            vectors.put([ids.position[r["id"]] for r in page], [r["embedding"] for r in page])
-        page.clear()
+    def _columns(self) -> snapshot_module.Columns:
+        """What the caches hold, as `Columns` (the inverse of `_fill`)."""
+        cache, exported = self._cache, self._cache.export()
+        entity_ids = np.fromiter(self._display.keys(), np.int64, len(self._display))
+        columns = snapshot_module.Columns(
+            relation_ids=exported["relation_ids"],
+            relation_ends=exported["relation_ends"],
+            passage_ids=exported["passage_ids"],
+            passage_offsets=exported["passage_offsets"],
+            passage_relations=exported["passage_relations"],
+            entity_ids=entity_ids,
+            entity_names=list(self._display.values()),
+            synonyms=exported["synonyms"],
+        )
+        if self._use_vectors:
+            assert self._relation_vectors and self._passage_vectors and self._entity_vectors
+            columns.relation_vectors = self._relation_vectors.rows(exported["relation_positions"])
+            columns.passage_vectors = self._passage_vectors.rows(exported["passage_positions"])
+            columns.entity_vectors = self._entity_vectors.rows(cache.entities.lookup(entity_ids))
+        return columns
+
+    def _save_snapshot(self) -> None:
+        """Save the caches for the next open, if they hold what Milvus holds."""
+        if self._snapshot_path is None or self._snapshot_current:
+            return
+        columns = self._columns()
+        held = {"entities": len(columns.entity_ids), "relations": len(columns.relation_ids), "passages": len(columns.passage_ids)}
+        counted = self.count()
+        if held != counted:  # e.g. another store object wrote to these collections
+            logger.info("Not saving a snapshot: the caches hold %s rows, Milvus %s.", held, counted)
+            return
+        snapshot_module.save(self._snapshot_path, columns, self._snapshot_meta(counted))
+        self._snapshot_current = True
+
+    def _changing(self) -> None:
+        """Called before any write: the snapshot file no longer describes the store."""
+        if self._snapshot_path is not None:
+            snapshot_module.discard(self._snapshot_path)
+        self._snapshot_current = False
 
     # writing ------------------------------------------------------------------------------------
     def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
@@ -479,7 +577,7 @@ class MilvusGraphStore:
         cache = self._cache if self.adjacency == "memory" else self.neighbourhood(
             passage_ids=pids,
             relation_ids=[t.id for ts in triplets for t in ts],
-            entity_ids=[entity_id(n) for ts in triplets for t in ts for n in (t.subject, t.object)],
+            entity_ids=[e for ts in triplets for t in ts for e in (t.subject_id, t.object_id)],
         )
         todo: Dict[str, Tuple[BaseNode, List[Triplet]]] = {}
         for pid, node, node_triplets in zip(pids, nodes, triplets):
@@ -488,6 +586,7 @@ class MilvusGraphStore:
             todo[pid] = (node, list(node_triplets))
         if not todo:
             return pids
+        self._changing()
         replaced = [pid for pid in todo if cache.has_passage(pid)]
         orphans = cache.remove_passages(replaced) if replaced else ([], [])
 
@@ -496,8 +595,8 @@ class MilvusGraphStore:
         for _, node_triplets in todo.values():
             for t in node_triplets:
                 relations.setdefault(t.id, t)
-                entities.setdefault(entity_id(t.subject), t.subject)
-                entities.setdefault(entity_id(t.object), t.object)
+                entities.setdefault(t.subject_id, t.subject)
+                entities.setdefault(t.object_id, t.object)
         new_entities = {e: n for e, n in entities.items() if not cache.has_entity(e)}
         new_relations = {r: t for r, t in relations.items() if not cache.has_relation(r)}
 
@@ -510,11 +609,10 @@ class MilvusGraphStore:
         for batch in chunked(entity_rows, self.batch_size):
             self._upsert(self.entities_collection, batch)
         for eid, name in new_entities.items() if self.adjacency == "memory" else ():
-            self._names.setdefault(normalize_name(name), eid)
             self._display.setdefault(eid, name)
         rows = []
         for rid, t in new_relations.items():
-            subj, obj = entity_id(t.subject), entity_id(t.object)
+            subj, obj = t.subject_id, t.object_id
             rows.append(
                 {
                     "id": rid,
@@ -680,7 +778,6 @@ class MilvusGraphStore:
             self.client.delete(self.entities_collection, filter=f"id in {_int_list(batch)}")
         if entity_ids:
             dropped = set(entity_ids)
-            self._names = {n: e for n, e in self._names.items() if e not in dropped}
             for eid in dropped:
                 self._display.pop(eid, None)
 
@@ -694,6 +791,7 @@ class MilvusGraphStore:
             pids = [r["id"] for r in rows]
             if not pids:
                 return
+            self._changing()
             cache = self._cache if self.adjacency == "memory" else self.neighbourhood(passage_ids=pids)
             orphans = cache.remove_passages(pids)
             for batch in chunked(pids, _ID_BATCH):
@@ -704,6 +802,7 @@ class MilvusGraphStore:
     def clear(self) -> None:
         """Drop every entity, relation and passage of this store (its three collections), and start empty."""
         with self._write_lock:
+            self._changing()
             for name in (self.entities_collection, self.relations_collection, self.passages_collection):
                 self.client.drop_collection(name)
             self.vector_store._collection_initialized = False
@@ -754,7 +853,7 @@ class MilvusGraphStore:
         while i < len(words):
             for n in range(min(max_words, len(words) - i), 0, -1):
                 candidate = " ".join(words[i : i + n])
-                if candidate in self._names and not (n == 1 and candidate in _STOPWORDS):
+                if self._cache.has_entity(entity_id(candidate)) and not (n == 1 and candidate in _STOPWORDS):
                     found.append(candidate)
                     i += n
                     break
@@ -765,7 +864,7 @@ class MilvusGraphStore:
             i = 0
             while i < len(run):
                 for n in range(min(_MAX_CJK_NAME, len(run) - i), 1, -1):
-                    if run[i : i + n] in self._names:
+                    if self._cache.has_entity(entity_id(run[i : i + n])):
                         found.append(run[i : i + n])
                         i += n
                         break
@@ -946,6 +1045,11 @@ class MilvusGraphStore:
         """Release the database, so that another store or process can open it. Idempotent."""
         if self.client is None:
             return
+        try:
+            with self._write_lock:
+                self._save_snapshot()
+        except Exception as exc:  # a cache that cannot be saved is rebuilt next time
+            logger.warning("Could not save the snapshot %s: %s", self._snapshot_path, exc)
         self.client.close()
         self.client = None  # type: ignore[assignment]
         if self._lite_path is not None:

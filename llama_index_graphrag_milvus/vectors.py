@@ -56,6 +56,14 @@ class VectorCache:
             self._known[positions] = True
             self._size = max(self._size, needed)
 
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """The unit vectors at `positions` (zeros where none is cached)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.zeros((len(positions), self._vectors.shape[1]), dtype=np.float32)
+        found = self.has(positions)
+        out[found] = self._vectors[positions[found]]
+        return out
+
     def has(self, positions: np.ndarray) -> np.ndarray:
         size, known = self._size, self._known  # size first: arrays only ever grow after it
         positions = np.asarray(positions, dtype=np.int64)
