@@ -726,10 +726,10 @@ class MilvusGraphStore:
             ids, mask = self._cache.entities.ids, self._cache.entities.mask()
             for start in range(0, len(entity_ids), self.batch_size):
                 batch = vectors[start : start + self.batch_size]
-                hits = self._entity_vectors.top_k_many(batch, k, mask)
+                hits = self._entity_vectors.within(batch, threshold, k + 1, mask)
                 for eid, (positions, scores) in zip(entity_ids[start : start + self.batch_size], hits):
                     for p, score in zip(positions.tolist(), scores.tolist()):
-                        if score >= threshold and ids[p] != eid:
+                        if ids[p] != eid:
                             found[eid][ids[p]] = score
         elif self.adjacency == "milvus" or cache.counts()["entities"]:
             client = self._ready(self.entities_collection)
