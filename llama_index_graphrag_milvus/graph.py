@@ -232,26 +232,20 @@ class _IntIds:
 
 
 class _Growable:
-    """A growable int32 array."""
+    """A growable integer array (int32 unless told)."""
 
-    def __init__(self) -> None:
-        self._data = np.zeros(1024, dtype=np.int32)
+    def __init__(self, dtype: type = np.int32) -> None:
+        self._data = np.zeros(1024, dtype=dtype)
         self._n = 0
-
-    def append(self, value: int) -> None:
-        if self._n == len(self._data):
-            self._data = np.concatenate([self._data, np.zeros(len(self._data), dtype=np.int32)])
-        self._data[self._n] = value
-        self._n += 1
 
     def shrink(self) -> None:
         self._data = self._data[: max(self._n, 1)].copy()
 
     def extend(self, values: np.ndarray) -> None:
-        values = np.asarray(values, dtype=np.int32)
+        values = np.asarray(values, dtype=self._data.dtype)
         end = self._n + len(values)
         if end > len(self._data):
-            grown = np.zeros(max(end, 2 * len(self._data)), dtype=np.int32)
+            grown = np.zeros(max(end, 2 * len(self._data)), dtype=self._data.dtype)
             grown[: self._n] = self._data[: self._n]
             self._data = grown
         self._data[self._n : end] = values
@@ -269,6 +263,46 @@ class _Growable:
     @property
     def nbytes(self) -> int:
         return int(self._data.nbytes)
+
+
+class _Names:
+    """Strings by position in ~(length + 12) bytes each: UTF-8 in one buffer, with an offset and a
+    length per position (a dict of str would take ~150 bytes an entry)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._start = _Growable(np.int64)
+        self._length = _Growable()
+
+    def set(self, positions: np.ndarray, names: Sequence[str]) -> None:
+        """Name the positions that have no name yet (the first name written wins)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size == 0:
+            return
+        needed = int(positions.max()) + 1
+        if needed > len(self._length):
+            self._start.extend(np.zeros(needed - len(self._start), dtype=np.int64))
+            self._length.extend(np.full(needed - len(self._length), -1, dtype=np.int32))
+        starts, lengths = self._start.array(), self._length.array()
+        for pos, name in zip(positions.tolist(), names):
+            if lengths[pos] < 0:
+                encoded = name.encode("utf-8")
+                starts[pos], lengths[pos] = len(self._buffer), len(encoded)
+                self._buffer += encoded
+
+    def get(self, pos: int) -> str:
+        if pos >= len(self._length) or self._length[pos] < 0:
+            return ""
+        start = self._start[pos]
+        return self._buffer[start : start + self._length[pos]].decode("utf-8")
+
+    def shrink(self) -> None:
+        self._start.shrink()
+        self._length.shrink()
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._buffer) + self._start.nbytes + self._length.nbytes
 
 
 class _IdView:
@@ -327,6 +361,7 @@ class GraphCache:
         # passage -> relation edges, appended; a passage's edges are contiguous: _first[pos], _count[pos]
         self._edge_passage, self._edge_relation = _Growable(), _Growable()
         self._first, self._count = _Growable(), _Growable()
+        self._names = _Names()  # entity position -> its name as first written
         self._synonyms: List[Tuple[int, int]] = []  # pairs of entity positions
         self._snapshot: Graph | None = None
 
@@ -356,6 +391,17 @@ class GraphCache:
             self._subject.extend(positions[:, 0])
             self._object.extend(positions[:, 1])
             self._snapshot = None
+
+    def name_entities(self, entity_ids: Sequence[int], names: Sequence[str]) -> None:
+        """Record entity names (as first written); names of unknown entities are ignored."""
+        with self._lock:
+            positions = self.entities.lookup(np.asarray(entity_ids, dtype=np.int64))
+            known = np.flatnonzero(positions >= 0)
+            self._names.set(positions[known], [names[i] for i in known.tolist()])
+
+    def entity_name(self, position: int) -> str:
+        """The name of the entity at a position ("" if it has none)."""
+        return self._names.get(position)
 
     def add_synonyms(self, pairs: Iterable[Tuple[int, int]]) -> None:
         """Record synonym links as (entity id, entity id); links to unknown entities are ignored."""
@@ -398,6 +444,7 @@ class GraphCache:
                 array.shrink()
             self.entities.shrink()
             self.relations.shrink()
+            self._names.shrink()
 
     def remove_passages(self, passage_ids: Iterable[str]) -> Tuple[List[int], List[int]]:
         """Forget passages; return the ids of the relations and the entities they leave unsupported.
@@ -462,7 +509,7 @@ class GraphCache:
 
     def export(self) -> Dict[str, np.ndarray]:
         """The live content, as ids, with the positions each row came from (to gather vectors by):
-        relation_ids, relation_ends (R×2 entity ids), relation_positions; passage_ids, passage_offsets,
+        entity_ids, entity_names, entity_positions; relation_ids, relation_ends (R×2 entity ids), relation_positions; passage_ids, passage_offsets,
         passage_relations (relation ids), passage_positions; synonyms (S×2 entity ids)."""
         with self._lock:
             entity_ids = self.entities._ids[: len(self.entities)]
@@ -483,7 +530,11 @@ class GraphCache:
             pairs = np.asarray(self._synonyms, dtype=np.int64).reshape(-1, 2)
             entity_alive = self.entities.mask()
             pairs = pairs[entity_alive[pairs[:, 0]] & entity_alive[pairs[:, 1]]] if len(pairs) else pairs
+            entities = np.flatnonzero(entity_alive)
             return {
+                "entity_ids": entity_ids[entities].copy(),
+                "entity_names": [self._names.get(p) for p in entities.tolist()],
+                "entity_positions": entities,
                 "relation_ids": relation_ids[rels].copy(),
                 "relation_ends": ends,
                 "relation_positions": rels,

@@ -8,6 +8,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusGraphStore
+from llama_index_graphrag_milvus import store as store_module
 from llama_index_graphrag_milvus.examples import bernoulli_documents
 
 from test_store import QUESTION, ingest
@@ -72,6 +73,23 @@ def test_a_closed_lite_store_reopens_from_its_snapshot_with_the_same_caches(save
     assert content(store) == expected_content
     assert retrieved(store) == expected_retrieval
     assert store.cache.counts() == store.count()
+
+
+def test_reading_milvus_in_id_ranges_gives_the_same_caches_as_one_read(saved, make_store, monkeypatch):
+    uri, (expected_content, _) = saved
+    pages = []
+    original = MilvusGraphStore._pages
+
+    def counted(self, collection, fields):
+        for page in original(self, collection, fields):
+            pages.append(len(page))
+            yield page
+
+    monkeypatch.setattr(store_module, "_LITE_PAGE", 4)  # 5 passages, 23 relations -> 2, 6 (16 by hex) ranges
+    monkeypatch.setattr(MilvusGraphStore, "_pages", counted)
+    store = make_store(uri=uri, snapshot=False)
+    assert content(store) == expected_content
+    assert len(pages) > 6 and max(pages) < 10
 
 
 def test_the_snapshot_is_deleted_before_the_first_write_and_saved_again_on_close(saved, make_store, monkeypatch):
