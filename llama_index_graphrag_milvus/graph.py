@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +27,23 @@ def _csr(rows: np.ndarray, cols: np.ndarray, shape: Tuple[int, int]) -> sp.csr_m
     matrix = sp.csr_matrix((data, (rows, cols)), shape=shape)
     matrix.sum_duplicates()
     return sp.csr_matrix((np.ones(matrix.nnz, dtype=np.int8), matrix.indices, matrix.indptr), shape=shape)
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """`np.unique` of integers by sort and compare: numpy 2's hash-based `np.unique` is 4–15× slower
+    on the id arrays here."""
+    values = np.sort(np.asarray(values).ravel())
+    if len(values) < 2:
+        return values
+    keep = np.empty(len(values), dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.union1d` by `unique`."""
+    return unique(np.concatenate([np.asarray(a).ravel(), np.asarray(b).ravel()]))
 
 
 def neighbours(matrix: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
@@ -73,38 +90,48 @@ class Graph:
         return (self.entity_relation.shape[0], self.entity_relation.shape[1], self.relation_passage.shape[1])
 
     def relations_of_entities(self, entities: np.ndarray) -> np.ndarray:
-        return np.unique(neighbours(self.entity_relation, entities))
+        return unique(neighbours(self.entity_relation, entities))
 
     def entities_of_relations(self, relations: np.ndarray) -> np.ndarray:
-        return np.unique(neighbours(self.relation_entity, relations))
+        return unique(neighbours(self.relation_entity, relations))
 
     def relations_of_passages(self, passages: np.ndarray) -> np.ndarray:
-        return np.unique(neighbours(self.passage_relation, passages))
+        return unique(neighbours(self.passage_relation, passages))
 
     def passages_of_relation(self, relation: int) -> np.ndarray:
         matrix = self.relation_passage
         return matrix.indices[matrix.indptr[relation] : matrix.indptr[relation + 1]]
 
 
-def expand_from_entities(graph: Graph, entities: Sequence[int], degree: int) -> np.ndarray:
+def expand_from_entities(
+    graph: Graph, entities: Sequence[int], degree: int, through: Optional[np.ndarray] = None
+) -> np.ndarray:
     """Relations reached from seed entities: the nonzero columns of the seeds' rows of (A·Aᵀ)^degree·A.
 
     Degree 1 gives the seeds' own relations plus the relations of every entity sharing one with a seed.
+    `through`, a boolean mask over entities, limits which entities the walk continues from (e.g. not
+    from hubs); a seed outside it still gives its own relations.
     """
-    frontier = np.unique(np.asarray(entities, dtype=np.int64))
+    seeds = unique(np.asarray(entities, dtype=np.int64))
+    walk = seeds if through is None else seeds[through[seeds]]
     for _ in range(degree):
-        frontier = np.union1d(frontier, graph.entities_of_relations(graph.relations_of_entities(frontier)))
-    return graph.relations_of_entities(frontier)
+        reached = graph.entities_of_relations(graph.relations_of_entities(walk))
+        walk = union(walk, reached if through is None else reached[through[reached]])
+    return graph.relations_of_entities(union(seeds, walk))
 
 
-def expand_from_relations(graph: Graph, relations: Sequence[int], degree: int) -> np.ndarray:
+def expand_from_relations(
+    graph: Graph, relations: Sequence[int], degree: int, through: Optional[np.ndarray] = None
+) -> np.ndarray:
     """Relations reached from seed relations: the nonzero columns of the seeds' rows of (Aᵀ·A)^degree.
 
-    Degree 1 gives the seeds plus every relation sharing an entity with a seed.
+    Degree 1 gives the seeds plus every relation sharing an entity with a seed (an entity in `through`,
+    when given).
     """
-    frontier = np.unique(np.asarray(relations, dtype=np.int64))
+    frontier = unique(np.asarray(relations, dtype=np.int64))
     for _ in range(degree):
-        frontier = np.union1d(frontier, graph.relations_of_entities(graph.entities_of_relations(frontier)))
+        ends = graph.entities_of_relations(frontier)
+        frontier = union(frontier, graph.relations_of_entities(ends if through is None else ends[through[ends]]))
     return frontier
 
 
@@ -369,7 +396,7 @@ class GraphCache:
     def add_relations(self, rows: Iterable[Tuple[int, int, int]]) -> None:
         """Record relations as (relation id, subject entity id, object entity id); vectorized, so that a
         store opens at the speed Milvus reads rows."""
-        table = np.array(list(rows), dtype=np.int64).reshape(-1, 3)
+        table = (rows if isinstance(rows, np.ndarray) else np.array(list(rows))).astype(np.int64).reshape(-1, 3)
         if len(table) == 0:
             return
         with self._lock:
@@ -382,10 +409,11 @@ class GraphCache:
             positions = self.entities.lookup(ends)
             missing = positions < 0
             if missing.any():
-                new, first = np.unique(ends[missing], return_index=True)
-                new = ends[missing][np.sort(first)]  # in order of appearance
-                self.entities.add_new(new)
-                positions[missing] = self.entities.lookup(ends[missing])
+                new, first, inverse = np.unique(ends[missing], return_index=True, return_inverse=True)
+                order = np.argsort(first, kind="stable")  # new entities in order of appearance
+                rank = np.empty(len(order), dtype=np.int64)
+                rank[order] = np.arange(len(order))
+                positions[missing] = self.entities.add_new(new[order])[rank[inverse.ravel()]]
             self.relations.add_new(table[:, 0])
             positions = positions.reshape(-1, 2)
             self._subject.extend(positions[:, 0])
@@ -416,25 +444,33 @@ class GraphCache:
         """Record passages as (passage id, relation ids it states); unknown relations are ignored.
         A passage stored again replaces its relations."""
         latest = dict(rows)  # one row per passage: the last wins
-        if not latest:
+        lengths = np.fromiter((len(r) for r in latest.values()), dtype=np.int64, count=len(latest))
+        flat = np.fromiter((r for rels in latest.values() for r in rels), dtype=np.int64, count=int(lengths.sum()))
+        self.add_passage_columns(list(latest), np.concatenate([[0], np.cumsum(lengths)]), flat)
+
+    def add_passage_columns(self, passage_ids: List[str], offsets: np.ndarray, relation_ids: np.ndarray) -> None:
+        """`add_passages` for distinct passage ids, column by column: passage i states
+        relation_ids[offsets[i]:offsets[i + 1]]."""
+        if not passage_ids:
             return
+        lengths = np.diff(np.asarray(offsets, dtype=np.int64))
         with self._lock:
-            for pid in latest:
+            for pid in passage_ids:
                 if pid in self.passages.position:
                     self.passages.remove(pid)
-            positions = np.array([self.passages.add(pid) for pid in latest], dtype=np.int64)
-            lengths = np.array([len(r) for r in latest.values()], dtype=np.int64)
-            flat = np.fromiter((r for rels in latest.values() for r in rels), dtype=np.int64, count=int(lengths.sum()))
-            found = self.relations.lookup(flat)
-            owner = np.repeat(np.arange(len(positions)), lengths)
+            positions = np.array([self.passages.add(pid) for pid in passage_ids], dtype=np.int64)
+            found = self.relations.lookup(relation_ids)
+            owner = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
             keep = found >= 0
-            pairs = np.unique(np.stack([owner[keep], found[keep]], axis=1), axis=0)  # by passage, then relation
-            counts = np.bincount(pairs[:, 0], minlength=len(positions)) if len(pairs) else np.zeros(len(positions), dtype=np.int64)
+            width = max(len(self.relations), 1)
+            pairs = unique(owner[keep] * width + found[keep])  # by passage, then relation; no repeats
+            owner, relation = pairs // width, pairs % width
+            counts = np.bincount(owner, minlength=len(positions))
             starts = len(self._edge_relation) + np.concatenate([[0], np.cumsum(counts)[:-1]])
             self._first.extend(starts)
             self._count.extend(counts)
-            self._edge_passage.extend(positions[pairs[:, 0]] if len(pairs) else _EMPTY)
-            self._edge_relation.extend(pairs[:, 1] if len(pairs) else _EMPTY)
+            self._edge_passage.extend(positions[owner])
+            self._edge_relation.extend(relation)
             self._snapshot = None
 
     def compact(self) -> None:
@@ -462,7 +498,7 @@ class GraphCache:
             if not removed:
                 return [], []
             self._snapshot = None
-            touched = np.unique(neighbours(graph.passage_relation, np.fromiter(removed, dtype=np.int64)))
+            touched = unique(neighbours(graph.passage_relation, np.fromiter(removed, dtype=np.int64)))
             orphans = [
                 int(r) for r in touched if removed.issuperset(graph.passages_of_relation(int(r)).tolist())
             ]
@@ -605,7 +641,7 @@ def local_subgraph(
     a walk prefers relevant relations. Its size follows the candidates, never the whole graph."""
     relations = np.asarray(relations, dtype=np.int64)
     entities = graph.entities_of_relations(relations)
-    passages = np.union1d(np.unique(neighbours(graph.relation_passage, relations)), np.asarray(passages, dtype=np.int64))
+    passages = union(unique(neighbours(graph.relation_passage, relations)), np.asarray(passages, dtype=np.int64))
     weights = sp.diags(np.asarray(relation_weights, dtype=np.float64))
     er = graph.entity_relation[entities][:, relations] @ weights
     rp = weights @ graph.relation_passage[relations][:, passages]

@@ -26,6 +26,7 @@ from llama_index_graphrag_milvus.events import (
     GraphRAGRerankEvent,
 )
 from llama_index_graphrag_milvus.graph import (
+    Graph,
     chain_scores,
     expand_from_entities,
     expand_from_relations,
@@ -34,6 +35,8 @@ from llama_index_graphrag_milvus.graph import (
     passage_scores,
     personalized_pagerank,
     specificity,
+    union,
+    unique,
 )
 from llama_index_graphrag_milvus.parsing import parse_json_object, string_list
 from llama_index_graphrag_milvus.prompts import NER_PROMPT, RERANK_PROMPT
@@ -345,9 +348,10 @@ class GraphRAGRetriever(BaseRetriever):
         graph = store.graph
         entities = _positions(cache.entities.position, [e for e, _, _ in run.seed_entities])
         relations = _positions(cache.relations.position, [r.id for r in run.seed_relations])
-        reached = np.union1d(
-            expand_from_entities(graph, entities, self.expansion_degree),
-            expand_from_relations(graph, relations, self.expansion_degree),
+        through = graph.passage_counts <= self._hub_passages(graph)  # a walk does not continue through hubs
+        reached = union(
+            expand_from_entities(graph, entities, self.expansion_degree, through),
+            expand_from_relations(graph, relations, self.expansion_degree, through),
         )
         touched = len(reached)
         with_text = self.llm is not None
@@ -357,13 +361,13 @@ class GraphRAGRetriever(BaseRetriever):
             # the synonyms of their entities: every step is cut by similarity, so a hub costs one pass
             reached, _ = store.rank_positions(vector, reached, cap)
             top_passages = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
-            reached = np.union1d(reached, graph.relations_of_passages(top_passages))
+            reached = union(reached, graph.relations_of_passages(top_passages))
             if self.use_synonyms:
-                synonyms = np.unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
+                synonyms = unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
                 extra = graph.relations_of_entities(synonyms)
                 touched += len(extra)
                 extra, _ = store.rank_positions(vector, extra, cap)
-                reached = np.union1d(reached, extra)
+                reached = union(reached, extra)
         run.candidates = store.rank_relations(vector, reached, cap, with_text=with_text)
         return touched
 
@@ -470,14 +474,17 @@ class GraphRAGRetriever(BaseRetriever):
         ranking += [(pid, score) for pid, score in run.dense if pid not in chains]
         return ranking, chains
 
+    def _hub_passages(self, graph: Graph) -> float:
+        """Entities stated in more passages than this are hubs."""
+        return max(20.0, self.hub_fraction * graph.shape[2])
+
     def _chain_ranking(self, run: Retrieval, vector: List[float]):
         """Dense similarity plus `graph_weight` times the best two-step chain through the passage."""
         cache = run.cache or self.store.cache
         graph = cache.snapshot()
         candidates, positions = _located(run.candidates, cache)
         similarities = np.array([c.score for c in candidates])
-        hub = max(20.0, self.hub_fraction * graph.shape[2])
-        chain, best = chain_scores(graph, positions, similarities, hub, synonyms=self.use_synonyms)
+        chain, best = chain_scores(graph, positions, similarities, self._hub_passages(graph), synonyms=self.use_synonyms)
         passages, scores, via = passage_scores(graph, positions, chain)
         pids = [cache.passages.ids[p] for p in passages.tolist()]
         dense = dict(run.dense)

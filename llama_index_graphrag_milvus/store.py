@@ -517,14 +517,20 @@ class MilvusGraphStore:
     def _fill(self, columns: snapshot_module.Columns) -> None:
         cache = self._cache
         cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
-        cache.add_passages(columns.passages())
+        cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
         cache.name_entities(columns.entity_ids, columns.entity_names)
         cache.add_synonyms(columns.synonyms.tolist())
         if self._use_vectors and columns.has_vectors:
             assert self._relation_vectors and self._passage_vectors and self._entity_vectors
-            self._relation_vectors.put(cache.relations.lookup(columns.relation_ids), columns.relation_vectors)
-            index = cache.passages.position
-            self._passage_vectors.put([index[p] for p in columns.passage_ids], columns.passage_vectors)
+            # a fresh cache filled from distinct ids gives them positions 0, 1, ... in order
+            fresh = len(cache.relations) == len(columns.relation_ids) and len(cache.passages) == len(columns.passage_ids)
+            if fresh:
+                relations, passages = np.arange(len(columns.relation_ids)), np.arange(len(columns.passage_ids))
+            else:
+                relations = cache.relations.lookup(columns.relation_ids)
+                passages = np.array([cache.passages.position[p] for p in columns.passage_ids], dtype=np.int64)
+            self._relation_vectors.put(relations, columns.relation_vectors)
+            self._passage_vectors.put(passages, columns.passage_vectors)
             positions = cache.entities.lookup(columns.entity_ids)
             used = positions >= 0  # an entity with no relation (left by an interrupted write) is not searched
             self._entity_vectors.put(positions[used], columns.entity_vectors[used])

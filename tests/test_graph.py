@@ -34,6 +34,20 @@ def test_expansion_from_an_entity_by_hand():
     assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "c")], 1)) == [1, 2, 3, 4]
 
 
+def test_a_walk_does_not_continue_through_entities_outside_the_through_mask():
+    cache = chain_graph()
+    graph = cache.snapshot()
+    through = np.ones(graph.shape[0], dtype=bool)
+    through[ent(cache, "b")] = False  # b is a hub
+    a, b = ent(cache, "a"), ent(cache, "b")
+    assert rel_ids(cache, expand_from_entities(graph, [a], 2, through)) == [1]  # stops at b
+    assert rel_ids(cache, expand_from_entities(graph, [b], 1, through)) == [1, 2]  # a seed hub: its own only
+    assert rel_ids(cache, expand_from_entities(graph, [b], 1)) == [1, 2, 3]
+    r1 = cache.relations.position[1]
+    assert rel_ids(cache, expand_from_relations(graph, [r1], 1, through)) == [1]
+    assert rel_ids(cache, expand_from_relations(graph, [r1], 1)) == [1, 2]
+
+
 def test_expansion_from_a_relation_by_hand():
     cache = chain_graph()
     graph = cache.snapshot()
