@@ -7,16 +7,18 @@ to a `.npz` file when it closes and, on the next open, builds from the file inst
 (10^6 relations in about a second).
 
 The file is a cache of Milvus, never a source: a store deletes it before its first write, and only
-trusts it while Milvus still counts the rows that it counted when the file was saved.
+trusts it while Milvus still counts the rows that it counted when the file was saved (counted while
+the file is read, so the check costs no time).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -52,8 +54,9 @@ class Columns:
         return self.relation_vectors is not None
 
 
-def save(path: Path, columns: Columns, meta: Dict[str, Any]) -> None:
-    """Write `columns` and `meta` to `path` atomically (a reader never sees half a file)."""
+def save(path: Path, columns: Columns, meta: Dict[str, Any], counts: Dict[str, int]) -> None:
+    """Write `columns`, the `meta` they were built under and the row `counts` Milvus gave when they were
+    saved to `path`, atomically (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: Dict[str, np.ndarray] = {}
     for f in fields(Columns):
@@ -64,19 +67,21 @@ def save(path: Path, columns: Columns, meta: Dict[str, Any]) -> None:
             arrays[f.name + "_utf8"], arrays[f.name + "_ends"] = _pack(value)
         else:
             arrays[f.name] = np.asarray(value)
-    arrays["meta"] = np.array([repr(sorted(({"format": FORMAT} | meta).items()))])
+    arrays["meta"] = np.array([_describe(meta)])
+    arrays["counts"] = np.array([json.dumps(counts, sort_keys=True)])
     partial = path.with_name(path.name + f".{os.getpid()}.partial")
     with open(partial, "wb") as file:
         np.savez(file, **arrays)
     os.replace(partial, path)
 
 
-def load(path: Path, meta: Dict[str, Any]) -> Optional[Columns]:
-    """The columns saved at `path`, if the file exists and was saved with exactly this `meta`."""
+def load(path: Path, meta: Dict[str, Any]) -> Optional[Tuple[Columns, Dict[str, int]]]:
+    """The columns saved at `path` and the row counts saved with them, if the file exists and was saved
+    under exactly this `meta`. Whether Milvus still counts those rows is the caller's check."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            if str(data["meta"][0]) != repr(sorted(({"format": FORMAT} | meta).items())):
-                logger.info("Snapshot %s is stale; rebuilding from Milvus.", path)
+            if str(data["meta"][0]) != _describe(meta):
+                logger.info("Snapshot %s was saved with other settings; rebuilding from Milvus.", path)
                 return None
             values: Dict[str, Any] = {}
             for f in fields(Columns):
@@ -84,12 +89,16 @@ def load(path: Path, meta: Dict[str, Any]) -> Optional[Columns]:
                     values[f.name] = _unpack(data[f.name + "_utf8"], data[f.name + "_ends"])
                 elif f.name in data.files:
                     values[f.name] = data[f.name]
-            return Columns(**values)
+            return Columns(**values), json.loads(str(data["counts"][0]))
     except FileNotFoundError:
         return None
     except Exception as exc:  # a damaged or foreign file is only a cache miss
         logger.warning("Ignoring unreadable snapshot %s (%s); rebuilding from Milvus.", path, exc)
         return None
+
+
+def _describe(meta: Dict[str, Any]) -> str:
+    return json.dumps({"format": FORMAT} | meta, sort_keys=True)
 
 
 def discard(path: Path) -> None:

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -466,14 +467,26 @@ class MilvusGraphStore:
     def _load_cache(self) -> None:
         """Build the adjacency, the entity names and the vector cache: from the snapshot file when it is
         current, else from the rows in Milvus."""
-        columns = None
-        if self._snapshot_path is not None:
-            columns = snapshot_module.load(self._snapshot_path, self._snapshot_meta(self.count()))
-        self._snapshot_current = columns is not None
-        self._fill(columns if columns is not None else self._read_columns())
+        self._snapshot_current = False
+        if self._snapshot_path is not None and self._snapshot_path.exists():
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                counting = pool.submit(self.count)  # Milvus counts while the file is read
+                loaded = snapshot_module.load(self._snapshot_path, self._snapshot_meta())
+                if loaded is not None:
+                    self._fill(loaded[0])
+                    counted = counting.result()
+                    if loaded[1] == counted:
+                        self._snapshot_current = True
+                        return
+                    logger.info(
+                        "Snapshot %s is stale (it holds %s rows, Milvus %s); rebuilding from Milvus.",
+                        self._snapshot_path, loaded[1], counted,
+                    )
+                    self._reset_caches()
+        self._fill(self._read_columns())
 
-    def _snapshot_meta(self, counts: Dict[str, int]) -> Dict[str, Any]:
-        return {"prefix": self.collection_prefix, "dim": self._dim, "vectors": self._use_vectors, "counts": counts}
+    def _snapshot_meta(self) -> Dict[str, Any]:
+        return {"prefix": self.collection_prefix, "dim": self._dim, "vectors": self._use_vectors}
 
     def _read_columns(self) -> snapshot_module.Columns:
         """The columns the caches are built from, read page by page from the three collections."""
@@ -567,7 +580,7 @@ class MilvusGraphStore:
         if held != {k: counted[k] for k in held} or len(columns.entity_ids) > counted["entities"]:
             logger.info("Not saving a snapshot: the caches hold %s rows, Milvus %s.", held, counted)
             return
-        snapshot_module.save(self._snapshot_path, columns, self._snapshot_meta(counted))
+        snapshot_module.save(self._snapshot_path, columns, self._snapshot_meta(), counted)
         self._snapshot_current = True
 
     def _changing(self) -> None:

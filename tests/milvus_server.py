@@ -137,7 +137,7 @@ def run_worker(data_dir: Path, prefix: str, timeout: float) -> dict[str, Any]:
         raise AssertionError(
             f"the Milvus worker did not finish in {timeout:.0f} s and was killed.\n"
             f"stdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-5000:]}"
-        )
+        ) from None
     finally:
         if proc.poll() is None:
             kill_group(proc.pid)

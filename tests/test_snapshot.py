@@ -133,7 +133,7 @@ def test_rows_changed_behind_the_snapshot_make_it_stale(saved, make_store, caplo
     other = make_store(uri=uri, snapshot=False)  # writes without knowing the file
     other.add([TextNode(id_="x", text="Bob visited Orsk.", metadata={"triplets": [["Bob", "visited", "Orsk"]]})])
     other.close()
-    with caplog.at_level(logging.INFO, logger="llama_index_graphrag_milvus.snapshot"):
+    with caplog.at_level(logging.INFO):
         store = make_store(uri=uri)
     assert "stale" in caplog.text
     assert store.cache.counts() == store.count()
