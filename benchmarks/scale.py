@@ -590,7 +590,7 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     cache = GraphCache()
     cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
     cache.add_passages(columns.passages())
-    cache.add_synonyms(columns.synonyms.tolist())
+    cache.add_synonyms(columns.synonyms)
     cache.compact()
     gc.collect()
     id_maps = tracemalloc.get_traced_memory()[0] - base

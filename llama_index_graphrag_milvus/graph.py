@@ -389,7 +389,7 @@ class GraphCache:
         self._edge_passage, self._edge_relation = _Growable(), _Growable()
         self._first, self._count = _Growable(), _Growable()
         self._names = _Names()  # entity position -> its name as first written
-        self._synonyms: List[Tuple[int, int]] = []  # pairs of entity positions
+        self._synonym_a, self._synonym_b = _Growable(), _Growable()  # pairs of entity positions
         self._snapshot: Graph | None = None
 
     # writes -------------------------------------------------------------------------------------
@@ -433,11 +433,14 @@ class GraphCache:
 
     def add_synonyms(self, pairs: Iterable[Tuple[int, int]]) -> None:
         """Record synonym links as (entity id, entity id); links to unknown entities are ignored."""
+        pairs = np.asarray(pairs if isinstance(pairs, np.ndarray) else list(pairs), dtype=np.int64).reshape(-1, 2)
+        if len(pairs) == 0:
+            return
         with self._lock:
-            known = self.entities.position
-            for a, b in pairs:
-                if a in known and b in known and a != b:
-                    self._synonyms.append((known[a], known[b]))
+            a, b = self.entities.lookup(pairs[:, 0]), self.entities.lookup(pairs[:, 1])
+            keep = (a >= 0) & (b >= 0) & (a != b)
+            self._synonym_a.extend(a[keep])
+            self._synonym_b.extend(b[keep])
             self._snapshot = None
 
     def add_passages(self, rows: Iterable[Tuple[str, Sequence[int]]]) -> None:
@@ -476,7 +479,8 @@ class GraphCache:
     def compact(self) -> None:
         """Release the spare capacity of the growable arrays (after a bulk load)."""
         with self._lock:
-            for array in (self._subject, self._object, self._edge_passage, self._edge_relation, self._first, self._count):
+            for array in (self._subject, self._object, self._edge_passage, self._edge_relation, self._first, self._count,
+                          self._synonym_a, self._synonym_b):
                 array.shrink()
             self.entities.shrink()
             self.relations.shrink()
@@ -537,7 +541,7 @@ class GraphCache:
         pas, rel = pas[live], rel[live]
         passage_relation = _csr(pas, rel, (n_pas, n_rel))
         relation_passage = passage_relation.T.tocsr()
-        pairs = np.asarray(self._synonyms, dtype=np.int32).reshape(-1, 2)
+        pairs = np.stack([self._synonym_a.array(), self._synonym_b.array()], axis=1)
         entity_entity = _csr(
             np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]]), (n_ent, n_ent)
         )
@@ -563,7 +567,7 @@ class GraphCache:
                 owner = np.repeat(np.arange(len(passages)), lengths)[alive]
                 offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=len(passages)))]).astype(np.int64)
                 edge_relations = edge_relations[alive]
-            pairs = np.asarray(self._synonyms, dtype=np.int64).reshape(-1, 2)
+            pairs = np.stack([self._synonym_a.array(), self._synonym_b.array()], axis=1).astype(np.int64)
             entity_alive = self.entities.mask()
             pairs = pairs[entity_alive[pairs[:, 0]] & entity_alive[pairs[:, 1]]] if len(pairs) else pairs
             entities = np.flatnonzero(entity_alive)
@@ -607,7 +611,7 @@ class GraphCache:
         return [self.passages.ids[p] for p in self.snapshot().passages_of_relation(pos).tolist()]
 
     def synonym_count(self) -> int:
-        return len(self._synonyms)
+        return len(self._synonym_a)
 
     def counts(self) -> Dict[str, int]:
         with self._lock:

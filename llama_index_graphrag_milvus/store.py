@@ -532,7 +532,7 @@ class MilvusGraphStore:
         cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
         cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
         cache.name_entities(columns.entity_ids, columns.entity_names)
-        cache.add_synonyms(columns.synonyms.tolist())
+        cache.add_synonyms(columns.synonyms)
         if self._use_vectors and columns.has_vectors:
             assert self._relation_vectors and self._passage_vectors and self._entity_vectors
             # a fresh cache filled from distinct ids gives them positions 0, 1, ... in order
