@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -135,39 +135,10 @@ def expand_from_relations(
     return frontier
 
 
-class _Ids:
-    """A growable bijection between ids and dense positions; a removed id keeps its position, dead, and
-    gets a new one if it comes back."""
-
-    def __init__(self) -> None:
-        self.ids: list = []
-        self.position: Dict = {}
-        self.live = bytearray()  # position -> 1 while the id is stored
-
-    def add(self, key) -> int:
-        pos = self.position.get(key)
-        if pos is None:
-            pos = self.position[key] = len(self.ids)
-            self.ids.append(key)
-            self.live.append(1)
-        return pos
-
-    def remove(self, key) -> None:
-        pos = self.position.pop(key, None)
-        if pos is not None:
-            self.live[pos] = 0
-
-    def mask(self) -> np.ndarray:
-        """A boolean mask over positions: True where the id is stored."""
-        return np.frombuffer(bytes(self.live), dtype=np.uint8).astype(bool)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
 class _IntIds:
-    """`_Ids` for int64 ids in ~21 bytes an id: ids in a growable int64 array, found through a sorted
-    copy (binary search) plus a dict of the ids added since that copy was made."""
+    """A growable bijection between int64 ids and dense positions, in ~21 bytes an id: ids in a growable
+    array, found through a sorted copy (binary search) plus a dict of the ids added since that copy was
+    made. A removed id keeps its position, dead, and gets a new one if it comes back."""
 
     def __init__(self) -> None:
         self._ids = np.zeros(1024, dtype=np.int64)
@@ -194,18 +165,28 @@ class _IntIds:
                 return pos
         return -1
 
-    def add(self, key: int) -> int:
-        pos = self._find(key)
+    # how keys are held: int64 here, bytes in `_StrIds`
+    def _key(self, key: Any) -> Any:
+        return int(key)
+
+    def _keys_array(self, keys: Any) -> np.ndarray:
+        return np.asarray(keys, dtype=np.int64)
+
+    def _out(self, value: Any) -> Any:
+        return int(value)
+
+    def add(self, key: Any) -> int:
+        pos = self._find(self._key(key))
         if pos >= 0:
             return pos
-        return self.add_new(np.array([key], dtype=np.int64))[0]
+        return int(self.add_new(self._keys_array([key]))[0])
 
-    def add_new(self, keys: np.ndarray) -> np.ndarray:
+    def add_new(self, keys: Any) -> np.ndarray:
         """Append ids known to be absent and distinct; return their positions."""
-        keys = np.asarray(keys, dtype=np.int64)
+        keys = self._keys_array(keys)
         start, end = self._n, self._n + len(keys)
-        if end > len(self._ids):
-            grown = np.zeros(max(end, 2 * len(self._ids)), dtype=np.int64)
+        if end > len(self._ids) or keys.dtype.itemsize > self._ids.dtype.itemsize:
+            grown = np.zeros(max(end, 2 * len(self._ids)), dtype=np.promote_types(self._ids.dtype, keys.dtype))
             grown[: self._n] = self._ids[: self._n]
             self._ids = grown
         self._ids[start:end] = keys
@@ -217,9 +198,9 @@ class _IntIds:
             self._recent.update(zip(keys.tolist(), range(start, end)))
         return np.arange(start, end, dtype=np.int64)
 
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
+    def lookup(self, keys: Any) -> np.ndarray:
         """Positions of many ids at once; -1 where an id is not stored."""
-        keys = np.asarray(keys, dtype=np.int64)
+        keys = self._keys_array(keys)
         out = np.full(len(keys), -1, dtype=np.int64)
         if len(self._keys):
             i = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
@@ -230,7 +211,7 @@ class _IntIds:
             out[idx] = pos[alive]
         if self._recent:
             for j in np.flatnonzero(out < 0).tolist():
-                out[j] = self._recent.get(int(keys[j]), -1)
+                out[j] = self._recent.get(self._key(keys[j]), -1)
         return out
 
     def _reindex(self) -> None:
@@ -244,7 +225,8 @@ class _IntIds:
     def shrink(self) -> None:
         self._ids = self._ids[: max(self._n, 1)].copy()
 
-    def remove(self, key: int) -> None:
+    def remove(self, key: Any) -> None:
+        key = self._key(key)
         pos = self._find(key)
         if pos >= 0:
             self.live[pos] = 0
@@ -256,6 +238,28 @@ class _IntIds:
     @property
     def nbytes(self) -> int:
         return int(self._ids.nbytes + len(self.live) + self._keys.nbytes + self._at.nbytes + 100 * len(self._recent))
+
+
+class _StrIds(_IntIds):
+    """`_IntIds` for string ids (passage ids), held as fixed-width UTF-8 bytes in numpy arrays (the width
+    grows with the longest id): ~2.2× the id length a passage, against ~180 bytes for a dict and a list
+    of str. Ids must not end with NUL characters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids = np.zeros(1024, dtype="S1")
+        self._keys = np.zeros(0, dtype="S1")
+
+    def _key(self, key: Any) -> Any:
+        return key.encode("utf-8") if isinstance(key, str) else bytes(key)
+
+    def _keys_array(self, keys: Any) -> np.ndarray:
+        if isinstance(keys, np.ndarray) and keys.dtype.kind == "S":
+            return keys
+        return np.array([self._key(k) for k in keys], dtype=bytes) if len(keys) else np.zeros(0, dtype="S1")
+
+    def _out(self, value: Any) -> Any:
+        return bytes(value).decode("utf-8")
 
 
 class _Growable:
@@ -336,16 +340,16 @@ class _IdView:
     def __init__(self, owner: "_IntIds") -> None:
         self._owner = owner
 
-    def __getitem__(self, pos: int) -> int:
+    def __getitem__(self, pos: int) -> Any:
         if pos >= self._owner._n:
             raise IndexError(pos)
-        return int(self._owner._ids[pos])
+        return self._owner._out(self._owner._ids[pos])
 
     def __len__(self) -> int:
         return self._owner._n
 
     def __iter__(self):
-        return iter(self._owner._ids[: self._owner._n].tolist())
+        return map(self._owner._out, self._owner._ids[: self._owner._n].tolist())
 
 
 class _PositionView:
@@ -355,16 +359,16 @@ class _PositionView:
         self._owner = owner
 
     def __getitem__(self, key: int) -> int:
-        pos = self._owner._find(int(key))
+        pos = self._owner._find(self._owner._key(key))
         if pos < 0:
             raise KeyError(key)
         return pos
 
     def __contains__(self, key) -> bool:
-        return self._owner._find(int(key)) >= 0
+        return self._owner._find(self._owner._key(key)) >= 0
 
     def get(self, key, default=None):
-        pos = self._owner._find(int(key))
+        pos = self._owner._find(self._owner._key(key))
         return default if pos < 0 else pos
 
     def __len__(self) -> int:
@@ -382,7 +386,7 @@ class GraphCache:
         self._lock = threading.Lock()
         self.entities = _IntIds()
         self.relations = _IntIds()
-        self.passages = _Ids()
+        self.passages = _StrIds()
         self._subject = _Growable()  # relation position -> entity position
         self._object = _Growable()
         # passage -> relation edges, appended; a passage's edges are contiguous: _first[pos], _count[pos]
@@ -458,10 +462,10 @@ class GraphCache:
             return
         lengths = np.diff(np.asarray(offsets, dtype=np.int64))
         with self._lock:
-            for pid in passage_ids:
-                if pid in self.passages.position:
-                    self.passages.remove(pid)
-            positions = np.array([self.passages.add(pid) for pid in passage_ids], dtype=np.int64)
+            keys = self.passages._keys_array(passage_ids)
+            for key in keys[self.passages.lookup(keys) >= 0].tolist():  # stored again: replaced
+                self.passages.remove(key)
+            positions = self.passages.add_new(keys)
             found = self.relations.lookup(relation_ids)
             owner = np.repeat(np.arange(len(positions), dtype=np.int64), lengths)
             keep = found >= 0
@@ -578,7 +582,7 @@ class GraphCache:
                 "relation_ids": relation_ids[rels].copy(),
                 "relation_ends": ends,
                 "relation_positions": rels,
-                "passage_ids": [self.passages.ids[p] for p in passages.tolist()],
+                "passage_ids": [key.decode("utf-8") for key in self.passages._ids[passages].tolist()],
                 "passage_offsets": offsets,
                 "passage_relations": relation_ids[edge_relations],
                 "passage_positions": passages,
