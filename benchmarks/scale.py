@@ -534,13 +534,16 @@ def reopen(path: Path, relations: int) -> tuple:
     return store, figures
 
 
-def csr_bytes(graph: Graph) -> Dict[str, int]:
-    """data + indices + indptr of every sparse matrix of the snapshot."""
+def csr_bytes(graph: Graph, cache: Optional[GraphCache] = None) -> Dict[str, int]:
+    """data + indices + indptr of every sparse matrix of the snapshot, less arrays it shares with the
+    cache (relation_entity's indices are the cache's relation ends)."""
     out = {}
+    shared = [a for a in (getattr(getattr(cache, "_ends", None), "_data", None),) if a is not None]
     for name in getattr(graph, "__dataclass_fields__", {}):
         m = getattr(graph, name)
         if sp.issparse(m):
-            out[name] = int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes)
+            arrays = [m.data, m.indices, m.indptr]
+            out[name] = int(sum(a.nbytes for a in arrays if not any(np.shares_memory(a, b) for b in shared)))
     return out
 
 
@@ -582,7 +585,7 @@ def _deep_ids_bytes(cache: GraphCache) -> Dict[str, int]:
 def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     """CSR bytes of the store's graph; bytes of a GraphCache (ids, edges, entity names) rebuilt from the
     store's columns under tracemalloc."""
-    csr = csr_bytes(store.graph)
+    csr = csr_bytes(store.graph, store.cache)
     columns = store._columns()
     gc.collect()
     tracemalloc.start()

@@ -387,10 +387,12 @@ class GraphCache:
         self.entities = _IntIds()
         self.relations = _IntIds()
         self.passages = _StrIds()
-        self._subject = _Growable()  # relation position -> entity position
-        self._object = _Growable()
+        # relation position r -> its subject and object entity positions at 2r, 2r + 1: with every
+        # relation live, the snapshot's relation×entity matrix uses this array as its indices
+        self._ends = _Growable()
         # passage -> relation edges, appended; a passage's edges are contiguous: _first[pos], _count[pos]
-        self._edge_passage, self._edge_relation = _Growable(), _Growable()
+        # passage -> relation edges, appended in passage position order (so not stored by passage)
+        self._edge_relation = _Growable()
         self._first, self._count = _Growable(), _Growable()
         self._names = _Names()  # entity position -> its name as first written
         self._synonym_a, self._synonym_b = _Growable(), _Growable()  # pairs of entity positions
@@ -420,8 +422,7 @@ class GraphCache:
                 positions[missing] = self.entities.add_new(new[order])[rank[inverse.ravel()]]
             self.relations.add_new(table[:, 0])
             positions = positions.reshape(-1, 2)
-            self._subject.extend(positions[:, 0])
-            self._object.extend(positions[:, 1])
+            self._ends.extend(positions.ravel())
             self._snapshot = None
 
     def name_entities(self, entity_ids: Sequence[int], names: Sequence[str]) -> None:
@@ -476,14 +477,13 @@ class GraphCache:
             starts = len(self._edge_relation) + np.concatenate([[0], np.cumsum(counts)[:-1]])
             self._first.extend(starts)
             self._count.extend(counts)
-            self._edge_passage.extend(positions[owner])
             self._edge_relation.extend(relation)
             self._snapshot = None
 
     def compact(self) -> None:
         """Release the spare capacity of the growable arrays (after a bulk load)."""
         with self._lock:
-            for array in (self._subject, self._object, self._edge_passage, self._edge_relation, self._first, self._count,
+            for array in (self._ends, self._edge_relation, self._first, self._count,
                           self._synonym_a, self._synonym_b):
                 array.shrink()
             self.entities.shrink()
@@ -533,14 +533,21 @@ class GraphCache:
 
     def _build(self) -> Graph:
         n_ent, n_rel, n_pas = len(self.entities), len(self.relations), len(self.passages)
-        rels = np.flatnonzero(self.relations.mask()).astype(np.int32)
-        subj = self._subject.array()[rels]
-        obj = self._object.array()[rels]
-        ent_rows = np.concatenate([subj, obj])
+        alive = self.relations.mask()
+        rels = np.flatnonzero(alive).astype(np.int32)
+        ends = self._ends.array().reshape(-1, 2)
+        ent_rows = np.concatenate([ends[rels, 0], ends[rels, 1]])
         rel_cols = np.concatenate([rels, rels])
         entity_relation = _csr(ent_rows, rel_cols, (n_ent, n_rel))
-        relation_entity = entity_relation.T.tocsr()
-        pas, rel = self._edge_passage.array(), self._edge_relation.array()
+        if alive.all():  # two entities a relation, in order: share the array instead of a copy
+            indptr = np.arange(0, 2 * n_rel + 1, 2, dtype=np.int32)
+            relation_entity = sp.csr_matrix(
+                (np.ones(2 * n_rel, dtype=np.int8), self._ends.array(), indptr), shape=(n_rel, n_ent), copy=False
+            )
+        else:
+            relation_entity = entity_relation.T.tocsr()
+        rel = self._edge_relation.array()
+        pas = np.repeat(np.arange(len(self._count), dtype=np.int32), self._count.array())
         live = self.passages.mask()[pas] if len(pas) else np.zeros(0, dtype=bool)
         pas, rel = pas[live], rel[live]
         passage_relation = _csr(pas, rel, (n_pas, n_rel))
@@ -559,7 +566,7 @@ class GraphCache:
             entity_ids = self.entities._ids[: len(self.entities)]
             relation_ids = self.relations._ids[: len(self.relations)]
             rels = np.flatnonzero(self.relations.mask())
-            ends = np.stack([entity_ids[self._subject.array()[rels]], entity_ids[self._object.array()[rels]]], axis=1)
+            ends = entity_ids[self._ends.array().reshape(-1, 2)[rels]]
             passages = np.flatnonzero(self.passages.mask())
             first, count = self._first.array()[passages], self._count.array()[passages]
             lengths = count.astype(np.int64)
