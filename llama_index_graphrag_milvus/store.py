@@ -769,13 +769,11 @@ class MilvusGraphStore:
         found: Dict[int, Dict[int, float]] = {e: {} for e in entity_ids}
         if self._entity_vectors is not None:  # the stored entities are in memory: search them there
             ids, mask = self._cache.entities.ids, self._cache.entities.mask()
-            for start in range(0, len(entity_ids), self.batch_size):
-                batch = vectors[start : start + self.batch_size]
-                hits = self._entity_vectors.within(batch, threshold, k + 1, mask)
-                for eid, (positions, scores) in zip(entity_ids[start : start + self.batch_size], hits):
-                    for p, score in zip(positions.tolist(), scores.tolist()):
-                        if ids[p] != eid:
-                            found[eid][ids[p]] = score
+            hits = self._entity_vectors.within(vectors, threshold, k + 1, mask)
+            for eid, (positions, scores) in zip(entity_ids, hits):
+                for p, score in zip(positions.tolist(), scores.tolist()):
+                    if ids[p] != eid:
+                        found[eid][ids[p]] = score
         elif self.adjacency == "milvus" or cache.counts()["entities"]:
             client = self._ready(self.entities_collection)
             for start in range(0, len(entity_ids), self.batch_size):

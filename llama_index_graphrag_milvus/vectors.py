@@ -138,25 +138,39 @@ class VectorCache:
         queries = np.asarray(queries, dtype=np.float32).reshape(len(queries), -1)
         norms = np.linalg.norm(queries, axis=1, keepdims=True)
         unit = queries / np.where(norms == 0, 1, norms)
-        if n > EXACT_WITHIN_MAX_ROWS:
-            lists = self._index(vectors, n)
-            found = []
-            for q in unit:
-                rows = lists.probe(q, n)
-                rows = rows[alive[rows] & known[rows]]
-                with _one_blas_thread():
-                    scores = vectors[rows] @ q
-                hit = scores >= threshold
-                found.append(_top(rows[hit], scores[hit], k))
-            return found
         live = alive[:n] & known[:n]
-        with _one_blas_thread():
-            scores = unit @ vectors[:n].T
-        query, rows = np.nonzero((scores >= threshold) & live)
+        if n <= EXACT_WITHIN_MAX_ROWS:
+            hits = []
+            for start in range(0, len(unit), 256):  # 256 queries × n scores at a time
+                with _one_blas_thread():
+                    scores = unit[start : start + 256] @ vectors[:n].T
+                query, rows = np.nonzero((scores >= threshold) & live)
+                hits.append((query + start, rows, scores[query, rows]))
+        else:  # list by list: each list's rows against the queries that probe it
+            lists = self._index(vectors, n)
+            hits = []
+            with _one_blas_thread():
+                probed = np.argpartition(-(unit @ lists.centroids.T), lists.nprobe - 1, axis=1)[:, : lists.nprobe]
+                by_list = np.argsort(probed.ravel(), kind="stable")
+                bounds = np.searchsorted(probed.ravel()[by_list], np.arange(len(lists.centroids) + 1))
+                tail = np.arange(len(lists.assignment), n)
+                groups = [(np.arange(len(unit)), tail)] + [
+                    (by_list[a:b] // lists.nprobe, lists.order[lists.starts[c] : lists.starts[c + 1]])
+                    for c, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+                    if b > a
+                ]
+                for queries_of, rows in groups:
+                    rows = rows[live[rows]]
+                    scores = unit[queries_of] @ vectors[rows].T
+                    q, r = np.nonzero(scores >= threshold)
+                    hits.append((queries_of[q], rows[r], scores[q, r]))
+        query = np.concatenate([h[0] for h in hits])
+        rows = np.concatenate([h[1] for h in hits])
+        scores = np.concatenate([h[2] for h in hits])
+        order = np.argsort(query, kind="stable")
+        query, rows, scores = query[order], rows[order], scores[order]
         split = np.searchsorted(query, np.arange(len(unit) + 1))
-        return [
-            _top(rows[a:b], scores[i, rows[a:b]], k) for i, (a, b) in enumerate(zip(split[:-1], split[1:]))
-        ]
+        return [_top(rows[a:b], scores[a:b], k) for a, b in zip(split[:-1], split[1:])]
 
     def _index(self, vectors: np.ndarray, n: int) -> "_Lists":
         with self._lock:
