@@ -589,7 +589,7 @@ class GraphCache:
                 "relation_ids": relation_ids[rels].copy(),
                 "relation_ends": ends,
                 "relation_positions": rels,
-                "passage_ids": [key.decode("utf-8") for key in self.passages._ids[passages].tolist()],
+                "passage_ids": self.passage_ids(passages),
                 "passage_offsets": offsets,
                 "passage_relations": relation_ids[edge_relations],
                 "passage_positions": passages,
@@ -619,7 +619,11 @@ class GraphCache:
         pos = self.relations.position.get(relation_id)
         if pos is None:
             return []
-        return [self.passages.ids[p] for p in self.snapshot().passages_of_relation(pos).tolist()]
+        return self.passage_ids(self.snapshot().passages_of_relation(pos))
+
+    def passage_ids(self, positions: np.ndarray) -> List[str]:
+        """The ids of the passages at `positions` (one gather)."""
+        return [key.decode("utf-8") for key in self.passages._ids[np.asarray(positions, dtype=np.int64)].tolist()]
 
     def synonym_count(self) -> int:
         return len(self._synonym_a)

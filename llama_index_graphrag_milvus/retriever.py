@@ -364,6 +364,7 @@ class GraphRAGRetriever(BaseRetriever):
             reached = union(reached, graph.relations_of_passages(top_passages))
             if self.use_synonyms:
                 synonyms = unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
+                synonyms = synonyms[through[synonyms]]
                 extra = graph.relations_of_entities(synonyms)
                 touched += len(extra)
                 extra, _ = store.rank_positions(vector, extra, cap)
@@ -486,7 +487,7 @@ class GraphRAGRetriever(BaseRetriever):
         similarities = np.array([c.score for c in candidates])
         chain, best = chain_scores(graph, positions, similarities, self._hub_passages(graph), synonyms=self.use_synonyms)
         passages, scores, via = passage_scores(graph, positions, chain)
-        pids = [cache.passages.ids[p] for p in passages.tolist()]
+        pids = cache.passage_ids(passages)
         dense = dict(run.dense)
         dense.update(self.store.passage_similarities(vector, [p for p in pids if p not in dense]))
         total = {pid: dense.get(pid, 0.0) for pid, _ in run.dense}

@@ -1004,11 +1004,11 @@ class MilvusGraphStore:
 
     def _scored(self, positions: np.ndarray, scores: np.ndarray) -> List[ScoredRelation]:
         cache, graph = self._cache, self._cache.snapshot()
-        ids, passage_ids = cache.relations.ids, cache.passages.ids
+        ids = cache.relations.ids
         return [
             ScoredRelation(
                 id=ids[p], subject="", predicate="", object="", score=float(s),
-                passage_ids=[passage_ids[q] for q in graph.passages_of_relation(p).tolist()],
+                passage_ids=cache.passage_ids(graph.passages_of_relation(p)),
             )
             for p, s in zip(positions.tolist(), scores.tolist())
         ]
@@ -1041,7 +1041,7 @@ class MilvusGraphStore:
         """The `top_k` passages nearest to `vector`, as (passage id, cosine)."""
         if self._passage_vectors is not None:
             positions, scores = self._passage_vectors.top_k(vector, top_k, self._cache.passages.mask())
-            return [(self._cache.passages.ids[p], float(s)) for p, s in zip(positions.tolist(), scores.tolist())]
+            return list(zip(self._cache.passage_ids(positions), scores.tolist()))
         hits = self._ready(self.passages_collection).search(
             self.passages_collection, data=[vector], limit=top_k, output_fields=[], anns_field="embedding"
         )[0]
@@ -1050,9 +1050,9 @@ class MilvusGraphStore:
     def passage_similarities(self, vector: List[float], passage_ids: Sequence[str]) -> Dict[str, float]:
         """The cosine of `vector` with each of the given passages."""
         if self._passage_vectors is not None:
-            index = self._cache.passages.position
-            known = [p for p in passage_ids if p in index]
-            scores = self._passage_vectors.similarity(vector, np.array([index[p] for p in known], dtype=np.int64))
+            found = self._cache.passages.lookup(list(passage_ids)) if len(passage_ids) else np.zeros(0, np.int64)
+            known = [p for p, position in zip(passage_ids, found.tolist()) if position >= 0]
+            scores = self._passage_vectors.similarity(vector, found[found >= 0])
             return dict(zip(known, scores.tolist()))
         found: Dict[str, float] = {}
         client = self._ready(self.passages_collection)
