@@ -592,8 +592,7 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     base = tracemalloc.get_traced_memory()[0]
     cache = GraphCache()
     cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
-    cache.add_passages(columns.passages())
-    cache.add_synonyms(columns.synonyms)
+    cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
     cache.compact()
     gc.collect()
     id_maps = tracemalloc.get_traced_memory()[0] - base
@@ -601,6 +600,11 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     cache.compact()
     gc.collect()
     with_names = tracemalloc.get_traced_memory()[0] - base
+    cache.add_synonyms(columns.synonyms)
+    cache.compact()
+    gc.collect()
+    synonym_pairs = tracemalloc.get_traced_memory()[0] - base - with_names
+    with_names += synonym_pairs
     graph = cache.snapshot()
     gc.collect()
     snapshot_traced = tracemalloc.get_traced_memory()[0] - base - with_names
@@ -624,6 +628,12 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
         "id_maps_bytes_getsizeof": getsizeof_parts,
         "id_maps_bytes_getsizeof_total": sum(getsizeof_parts.values()),
         "total_bytes_per_relation (csr + id maps + names)": round((csr_total + with_names) / relations, 1),
+        "synonym_links": len(columns.synonyms),
+        "synonym_links_per_relation": round(len(columns.synonyms) / relations, 2),
+        "synonym_bytes_per_relation (pairs + entity_entity csr)": round((synonym_pairs + csr.get("entity_entity", 0)) / relations, 1),
+        "adjacency_bytes_per_relation without synonym links (csr + ids + edges + names)": round(
+            (csr_total - csr.get("entity_entity", 0) + with_names - synonym_pairs) / relations, 1
+        ),
     }
 
 
