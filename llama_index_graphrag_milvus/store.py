@@ -235,10 +235,13 @@ class MilvusGraphStore:
             to FLAT (exact) on Milvus Lite, whose HNSW loses hits in filtered search, and to AUTOINDEX on
             a server.
         synonym_threshold: Entities whose embeddings are at least this close (cosine) are linked as
-            synonyms, so that chains continue across spellings; None disables the links.
-        vector_cache: Keep a float32 copy of relation and passage vectors in memory and search it
-            exactly, instead of asking Milvus (4·dim bytes per relation and passage). Defaults to on for
-            Milvus Lite, whose every call costs tens of milliseconds, and off for a server.
+            synonyms, so that chains continue across spellings; None disables the links. With the
+            vector cache, new entities are compared with all stored ones exactly up to 5×10^4 entities,
+            through inverted lists above.
+        vector_cache: Keep a float32 copy of the vectors in memory and search it there instead of
+            asking Milvus (4·dim bytes per entity, relation and passage): exactly up to 2×10^5 rows,
+            through inverted lists above (see `vectors.py`). Defaults to on for Milvus Lite, whose every
+            call costs tens of milliseconds, and off for a server.
         adjacency: "memory" (the default) keeps the sparse adjacency in this process, rebuilt on open;
             "milvus" keeps none: writes, deletes and retrieval load the neighbourhood they touch from
             Milvus with batched queries, for graphs larger than one process's memory (known entity
