@@ -359,11 +359,13 @@ class GraphRAGRetriever(BaseRetriever):
         if self.llm is None and self.reranker != "similarity":
             # the capped candidates, the relations of the top dense passages, and the best relations of
             # the synonyms of their entities: every step is cut by similarity, so a hub costs one pass
-            reached, _ = store.rank_positions(vector, reached, cap)
+            ranked, _ = store.rank_positions(vector, reached, cap)
             top_passages = _positions(cache.passages.position, [p for p, _ in run.dense[: self.dense_seed_k]])
-            reached = union(reached, graph.relations_of_passages(top_passages))
-            if self.use_synonyms:
-                synonyms = unique(neighbours(graph.entity_entity, graph.entities_of_relations(reached)))
+            from_passages = graph.relations_of_passages(top_passages)
+            reached = union(ranked, from_passages)
+            if self.use_synonyms:  # from the entities of the best candidates only
+                sources = union(ranked[:_SYNONYM_SOURCES], from_passages)
+                synonyms = unique(neighbours(graph.entity_entity, graph.entities_of_relations(sources)))
                 synonyms = synonyms[through[synonyms]]
                 extra = graph.relations_of_entities(synonyms)
                 touched += len(extra)
@@ -537,6 +539,8 @@ class GraphRAGRetriever(BaseRetriever):
                 chains.setdefault(pid, [c])
         return sorted(fused.items(), key=lambda kv: -kv[1]), chains
 
+
+_SYNONYM_SOURCES = 50  # candidates (best first) whose entities' synonyms add relations
 
 RERANKERS = ("chain", "ppr", "similarity")
 
