@@ -1074,7 +1074,7 @@ def run_size(size: int, args: argparse.Namespace, results: Dict[str, Any]) -> Di
             f"{entry['expansion'][f'degree_{d}']['candidates']['p50']} candidates" for d in (1, 2)))
         entry["retrieval"] = retrieval_latency(store, corpus, rng, args.retrieval_queries)
         log(f"size {size}: retrieval {entry['retrieval']['ms']} ms; share {entry['retrieval']['time_share']}")
-        if not args.no_reference:
+        if not args.no_reference and size <= args.reference_max_size:
             previous = None
             ref_prev = [r for r in results.values() if r.get("reference", {}).get("lists_s") and r["size"] < size]
             if ref_prev:
@@ -1229,6 +1229,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="stop an ingest after this long and extrapolate (default: --max-ingest-minutes)")
     parser.add_argument("--force", action="store_true", help="ingest even if estimated over the limit")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--reference-max-size", type=lambda s: int(float(s)), default=100_000,
+                        help="largest size at which the reference algorithm runs (its list build is quadratic)")
     parser.add_argument("--keep-db", action="store_true", help="keep the Milvus Lite files under /tmp/scale")
     parser.add_argument("--synonym-threshold", default=None,
                         help="MilvusGraphStore(synonym_threshold=...): a float, or 'none' to disable the links "
