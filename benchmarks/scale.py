@@ -604,6 +604,7 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     cache.compact()
     gc.collect()
     synonym_pairs = tracemalloc.get_traced_memory()[0] - base - with_names
+    names_only = with_names - id_maps
     with_names += synonym_pairs
     graph = cache.snapshot()
     gc.collect()
@@ -622,8 +623,8 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
         "csr_bytes_per_relation": round(csr_total / relations, 1),
         "id_maps_bytes_tracemalloc": id_maps,
         "id_maps_bytes_per_relation": round(id_maps / relations, 1),
-        "entity_names_bytes_tracemalloc": with_names - id_maps,
-        "entity_names_bytes_per_relation": round((with_names - id_maps) / relations, 1),
+        "entity_names_bytes_tracemalloc": names_only,
+        "entity_names_bytes_per_relation": round(names_only / relations, 1),
         "snapshot_traced_bytes (cross-check of csr)": snapshot_traced,
         "id_maps_bytes_getsizeof": getsizeof_parts,
         "id_maps_bytes_getsizeof_total": sum(getsizeof_parts.values()),
