@@ -430,7 +430,8 @@ class MilvusGraphStore:
     def _pages(self, collection: str, fields: List[str]) -> Iterable[List[Dict[str, Any]]]:
         """Every row of a collection, a page at a time. On Milvus Lite, where each query costs about a
         scan of the collection whatever its limit, a page is an id range of ~`_LITE_PAGE` rows (one
-        unbounded query each: 10× faster than `query_iterator` at 10^6 rows); on a server, the iterator."""
+        unbounded query each: 100 s for 10^6 relations and their entities and passages, against 427 s
+        with `query_iterator`); on a server, the iterator."""
         if self._lite_path is not None:
             total = int(self.client.query(collection, filter="", output_fields=["count(*)"])[0]["count(*)"])
             strings = collection == self.passages_collection
@@ -544,7 +545,7 @@ class MilvusGraphStore:
                 relations, passages = np.arange(len(columns.relation_ids)), np.arange(len(columns.passage_ids))
             else:
                 relations = cache.relations.lookup(columns.relation_ids)
-                passages = np.array([cache.passages.position[p] for p in columns.passage_ids], dtype=np.int64)
+                passages = cache.passages.lookup(columns.passage_ids)
             self._relation_vectors.put(relations, columns.relation_vectors)
             self._passage_vectors.put(passages, columns.passage_vectors)
             positions = cache.entities.lookup(columns.entity_ids)
