@@ -600,7 +600,8 @@ def adjacency_memory(store: MilvusGraphStore, relations: int) -> Dict[str, Any]:
     cache.compact()
     gc.collect()
     with_names = tracemalloc.get_traced_memory()[0] - base
-    cache.add_synonyms(columns.synonyms)
+    entities = cache.entities.lookup(columns.entity_ids)
+    cache.add_synonym_positions(entities[columns.synonyms[:, 0]], entities[columns.synonyms[:, 1]])
     cache.compact()
     gc.collect()
     synonym_pairs = tracemalloc.get_traced_memory()[0] - base - with_names

@@ -441,8 +441,11 @@ class GraphCache:
         pairs = np.asarray(pairs if isinstance(pairs, np.ndarray) else list(pairs), dtype=np.int64).reshape(-1, 2)
         if len(pairs) == 0:
             return
+        self.add_synonym_positions(self.entities.lookup(pairs[:, 0]), self.entities.lookup(pairs[:, 1]))
+
+    def add_synonym_positions(self, a: np.ndarray, b: np.ndarray) -> None:
+        """`add_synonyms` by entity positions (-1: unknown, ignored)."""
         with self._lock:
-            a, b = self.entities.lookup(pairs[:, 0]), self.entities.lookup(pairs[:, 1])
             keep = (a >= 0) & (b >= 0) & (a != b)
             self._synonym_a.extend(a[keep])
             self._synonym_b.extend(b[keep])
@@ -561,7 +564,7 @@ class GraphCache:
     def export(self) -> Dict[str, np.ndarray]:
         """The live content, as ids, with the positions each row came from (to gather vectors by):
         entity_ids, entity_names, entity_positions; relation_ids, relation_ends (R×2 entity ids), relation_positions; passage_ids, passage_offsets,
-        passage_relations (relation ids), passage_positions; synonyms (S×2 entity ids)."""
+        passage_relations (relation ids), passage_positions; synonyms (S×2 indices into entity_ids)."""
         with self._lock:
             entity_ids = self.entities._ids[: len(self.entities)]
             relation_ids = self.relations._ids[: len(self.relations)]
@@ -582,6 +585,7 @@ class GraphCache:
             entity_alive = self.entities.mask()
             pairs = pairs[entity_alive[pairs[:, 0]] & entity_alive[pairs[:, 1]]] if len(pairs) else pairs
             entities = np.flatnonzero(entity_alive)
+            synonyms = np.searchsorted(entities, pairs)  # as indices into entity_ids
             return {
                 "entity_ids": entity_ids[entities].copy(),
                 "entity_names": [self._names.get(p) for p in entities.tolist()],
@@ -593,7 +597,7 @@ class GraphCache:
                 "passage_offsets": offsets,
                 "passage_relations": relation_ids[edge_relations],
                 "passage_positions": passages,
-                "synonyms": entity_ids[pairs],
+                "synonyms": synonyms,
             }
 
     def has_entity(self, entity_id: int) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Columns:
     passage_relations: np.ndarray  # int64
     entity_ids: np.ndarray  # int64 (E,)
     entity_names: List[str]  # (E,) as first written
-    synonyms: np.ndarray  # int64 (S, 2): pairs of entity ids
+    synonyms: np.ndarray  # int64 (S, 2): pairs of indices into entity_ids (no id lookups to load them)
     relation_vectors: Optional[np.ndarray] = None  # float32 (R, dim), when the store keeps a vector cache
     passage_vectors: Optional[np.ndarray] = None  # float32 (P, dim)
     entity_vectors: Optional[np.ndarray] = None  # float32 (E, dim)

@@ -193,6 +193,14 @@ def _id_ranges(parts: int, strings: bool) -> List[str]:
     return filters + [f"id >= {bounds[-1]}"]
 
 
+def _indices(ids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Pairs of ids as pairs of indices into `ids`; pairs naming an id not in `ids` are dropped."""
+    order = np.argsort(ids, kind="stable")
+    at = np.minimum(np.searchsorted(ids[order], pairs), max(len(ids) - 1, 0))
+    found = (ids[order][at] == pairs).all(axis=1) if len(ids) else np.zeros(len(pairs), dtype=bool)
+    return order[at[found]].reshape(-1, 2)
+
+
 def _float32(rows: List[Any], dim: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), dim)
 
@@ -525,7 +533,7 @@ class MilvusGraphStore:
             passage_relations=np.array(flat, dtype=np.int64),
             entity_ids=np.array(entity_ids, dtype=np.int64),
             entity_names=names,
-            synonyms=np.array(synonyms, dtype=np.int64).reshape(-1, 2),
+            synonyms=_indices(np.array(entity_ids, dtype=np.int64), np.array(synonyms, dtype=np.int64).reshape(-1, 2)),
             relation_vectors=stack(relation_vectors, (0, self._dim)) if vectors else None,
             passage_vectors=stack(passage_vectors, (0, self._dim)) if vectors else None,
             entity_vectors=stack(entity_vectors, (0, self._dim)) if vectors else None,
@@ -536,7 +544,8 @@ class MilvusGraphStore:
         cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
         cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
         cache.name_entities(columns.entity_ids, columns.entity_names)
-        cache.add_synonyms(columns.synonyms)
+        entities = cache.entities.lookup(columns.entity_ids)
+        cache.add_synonym_positions(entities[columns.synonyms[:, 0]], entities[columns.synonyms[:, 1]])
         if self._use_vectors and columns.has_vectors:
             assert self._relation_vectors and self._passage_vectors and self._entity_vectors
             # a fresh cache filled from distinct ids gives them positions 0, 1, ... in order
@@ -548,9 +557,8 @@ class MilvusGraphStore:
                 passages = cache.passages.lookup(columns.passage_ids)
             self._relation_vectors.put(relations, columns.relation_vectors)
             self._passage_vectors.put(passages, columns.passage_vectors)
-            positions = cache.entities.lookup(columns.entity_ids)
-            used = positions >= 0  # an entity with no relation (left by an interrupted write) is not searched
-            self._entity_vectors.put(positions[used], columns.entity_vectors[used])
+            used = entities >= 0  # an entity with no relation (left by an interrupted write) is not searched
+            self._entity_vectors.put(entities[used], columns.entity_vectors[used])
         cache.compact()
 
     def _columns(self) -> snapshot_module.Columns:

@@ -32,7 +32,7 @@ def content(store):
         "relations": sorted(zip(columns.relation_ids.tolist(), map(tuple, columns.relation_ends.tolist()))),
         "passages": passages,
         "entities": sorted(zip(columns.entity_ids.tolist(), columns.entity_names)),
-        "synonyms": sorted(map(tuple, columns.synonyms.tolist())),
+        "synonyms": sorted(map(tuple, columns.entity_ids[columns.synonyms].tolist())),
         "vectors": vectors,
     }
 
