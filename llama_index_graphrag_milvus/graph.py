@@ -721,7 +721,21 @@ def chain_scores(
     keep = np.asarray(graph.passage_counts[incidence.indices] <= hub_passages, dtype=np.float64)
     incidence = sp.csr_matrix((incidence.data * keep, incidence.indices, incidence.indptr), shape=incidence.shape)
     incidence.eliminate_zeros()
-    with_synonyms = incidence + incidence @ graph.entity_entity if synonyms else incidence
+    # renumber the entities touched (the candidates' and their synonyms) 0..L-1, so that no product
+    # below allocates anything the size of the whole graph
+    ends = unique(incidence.indices)
+    linked = graph.entity_entity[ends] if synonyms else sp.csr_matrix((len(ends), graph.shape[0]))
+    local = union(ends, linked.indices)
+    incidence = sp.csr_matrix(
+        (incidence.data, np.searchsorted(local, incidence.indices), incidence.indptr), shape=(len(relations), len(local))
+    )
+    if synonyms:  # entity -> its synonyms, as L×L
+        rows = np.searchsorted(local, ends)
+        linked = sp.csr_matrix((linked.data, np.searchsorted(local, linked.indices), linked.indptr), shape=(len(ends), len(local)))
+        expand = sp.csr_matrix((np.ones(len(ends)), (rows, np.arange(len(ends)))), shape=(len(local), len(ends))) @ linked
+        with_synonyms = incidence + incidence @ expand
+    else:
+        with_synonyms = incidence
     adjacency = (incidence @ with_synonyms.T).tocsr()
     adjacency = (adjacency + adjacency.T).tocsr()
     adjacency.setdiag(0)
