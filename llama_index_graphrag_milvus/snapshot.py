@@ -43,12 +43,6 @@ class Columns:
     passage_vectors: Optional[np.ndarray] = None  # float32 (P, dim)
     entity_vectors: Optional[np.ndarray] = None  # float32 (E, dim)
 
-    def passages(self):
-        """(passage id, relation ids) pairs."""
-        offsets = self.passage_offsets.tolist()
-        relations = self.passage_relations
-        return ((pid, relations[offsets[i] : offsets[i + 1]].tolist()) for i, pid in enumerate(self.passage_ids))
-
     @property
     def has_vectors(self) -> bool:
         return self.relation_vectors is not None

@@ -19,7 +19,8 @@ SYNONYMS = [TextNode(id_="syn", text="Leonhard Euler, also L. Euler.", metadata=
 def content(store):
     """Everything the caches hold, by id (positions differ from one build to the next)."""
     columns = store._columns()
-    passages = dict(zip(columns.passage_ids, (sorted(r) for _, r in columns.passages())))
+    bounds = zip(columns.passage_offsets[:-1].tolist(), columns.passage_offsets[1:].tolist())
+    passages = {pid: sorted(columns.passage_relations[a:b].tolist()) for pid, (a, b) in zip(columns.passage_ids, bounds)}
     vectors = {
         name: dict(zip(ids.tolist() if hasattr(ids, "tolist") else ids, np.round(getattr(columns, name), 5).tolist()))
         for name, ids in (
