@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -476,8 +477,31 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
                 raise RuntimeError(f"exit code {out.returncode}: {out.stderr[-3000:]}")
             return json.loads(lines[-1][len("RESULT "):])
 
+        def snapshot_on_server() -> Any:
+            """snapshot=True is refused on a server (no default place); a path is saved on close and
+            trusted on the next open."""
+            from llama_index_graphrag_milvus import GraphStoreError
+
+            try:
+                MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=True)
+                refused = ""
+            except GraphStoreError as exc:
+                refused = str(exc)
+            path = Path(tempfile.mkdtemp(prefix="graphrag-snapshot-")) / "graph.npz"
+            first = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=str(path))
+            counts = first.cache.counts()
+            first.close()
+            second = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=str(path))
+            try:
+                return {"refused": refused, "saved": path.exists(), "reopened_from_file": second._snapshot_current,
+                        "same_counts": second.cache.counts() == counts == second.count()}
+            finally:
+                second.close()
+                shutil.rmtree(path.parent, ignore_errors=True)
+
         steps = Steps()
         scenario(open_store, steps, other_process, open_milvus_store)
+        steps("snapshot_on_server", snapshot_on_server)
         result["steps"] = steps.results
     except Exception as exc:
         result["worker_error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"

@@ -144,3 +144,9 @@ def test_expansion_by_milvus_queries_equals_the_in_memory_walk_on_the_server(ser
 def test_a_store_with_no_adjacency_in_memory_gathers_the_same_candidates_on_the_server(server):
     outcome = value(server, "milvus_mode_mismatches")
     assert outcome == {"checks": 6, "mismatches": 0}
+
+
+def test_a_snapshot_on_the_server_needs_a_path_and_then_reopens_from_it(server):
+    outcome = value(server, "snapshot_on_server")
+    assert "needs a file path on a Milvus server" in outcome["refused"]
+    assert outcome == {"refused": outcome["refused"], "saved": True, "reopened_from_file": True, "same_counts": True}
