@@ -198,6 +198,10 @@ class _IntIds:
             self._recent.update(zip(keys.tolist(), range(start, end)))
         return np.arange(start, end, dtype=np.int64)
 
+    def ids_at(self, positions: np.ndarray) -> list:
+        """The ids at many positions at once."""
+        return [self._out(v) for v in self._ids[np.asarray(positions, dtype=np.int64)].tolist()]
+
     def lookup(self, keys: Any) -> np.ndarray:
         """Positions of many ids at once; -1 where an id is not stored."""
         keys = self._keys_array(keys)
@@ -390,8 +394,8 @@ class GraphCache:
         # relation position r -> its subject and object entity positions at 2r, 2r + 1: with every
         # relation live, the snapshot's relation×entity matrix uses this array as its indices
         self._ends = _Growable()
-        # passage -> relation edges, appended; a passage's edges are contiguous: _first[pos], _count[pos]
-        # passage -> relation edges, appended in passage position order (so not stored by passage)
+        # passage -> relation edges (relation positions), appended in passage position order: passage
+        # p's are _edge_relation[_first[p] : _first[p] + _count[p]] (so no passage is stored per edge)
         self._edge_relation = _Growable()
         self._first, self._count = _Growable(), _Growable()
         self._names = _Names()  # entity position -> its name as first written
@@ -421,8 +425,7 @@ class GraphCache:
                 rank[order] = np.arange(len(order))
                 positions[missing] = self.entities.add_new(new[order])[rank[inverse.ravel()]]
             self.relations.add_new(table[:, 0])
-            positions = positions.reshape(-1, 2)
-            self._ends.extend(positions.ravel())
+            self._ends.extend(positions)  # subject, object, subject, object, ...
             self._snapshot = None
 
     def name_entities(self, entity_ids: Sequence[int], names: Sequence[str]) -> None:
@@ -627,7 +630,7 @@ class GraphCache:
 
     def passage_ids(self, positions: np.ndarray) -> List[str]:
         """The ids of the passages at `positions` (one gather)."""
-        return [key.decode("utf-8") for key in self.passages._ids[np.asarray(positions, dtype=np.int64)].tolist()]
+        return self.passages.ids_at(positions)
 
     def synonym_count(self) -> int:
         return len(self._synonym_a)
@@ -724,18 +727,18 @@ def chain_scores(
     # renumber the entities touched (the candidates' and their synonyms) 0..L-1, so that no product
     # below allocates anything the size of the whole graph
     ends = unique(incidence.indices)
-    linked = graph.entity_entity[ends] if synonyms else sp.csr_matrix((len(ends), graph.shape[0]))
-    local = union(ends, linked.indices)
+    linked = graph.entity_entity[ends] if synonyms else None  # rows: ends; columns: their synonyms
+    local = ends if linked is None else union(ends, linked.indices)
     incidence = sp.csr_matrix(
         (incidence.data, np.searchsorted(local, incidence.indices), incidence.indptr), shape=(len(relations), len(local))
     )
-    if synonyms:  # entity -> its synonyms, as L×L
-        rows = np.searchsorted(local, ends)
-        linked = sp.csr_matrix((linked.data, np.searchsorted(local, linked.indices), linked.indptr), shape=(len(ends), len(local)))
-        expand = sp.csr_matrix((np.ones(len(ends)), (rows, np.arange(len(ends)))), shape=(len(local), len(ends))) @ linked
-        with_synonyms = incidence + incidence @ expand
-    else:
-        with_synonyms = incidence
+    with_synonyms = incidence
+    if linked is not None:  # entity -> its synonyms, as L×L (the rows of `ends` at their local numbers)
+        counts = np.zeros(len(local), dtype=np.int64)
+        counts[np.searchsorted(local, ends)] = np.diff(linked.indptr)
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        synonyms_of = sp.csr_matrix((linked.data, np.searchsorted(local, linked.indices), indptr), shape=(len(local),) * 2)
+        with_synonyms = incidence + incidence @ synonyms_of
     adjacency = (incidence @ with_synonyms.T).tocsr()
     adjacency = (adjacency + adjacency.T).tocsr()
     adjacency.setdiag(0)

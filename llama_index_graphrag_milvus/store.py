@@ -525,15 +525,16 @@ class MilvusGraphStore:
             synonyms += [(r["id"], other) for r in page for other in r.get("synonym_ids") or []]
             entity_vectors += [_float32([r["embedding"] for r in page], self._dim)] if vectors else []
         stack = lambda parts, shape: np.concatenate(parts) if parts else np.zeros(shape, dtype=np.float32)  # noqa: E731
+        entity_ids = np.array(entity_ids, dtype=np.int64)
         return snapshot_module.Columns(
             relation_ids=np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64),
             relation_ends=np.concatenate(ends) if ends else np.zeros((0, 2), dtype=np.int64),
             passage_ids=passage_ids,
             passage_offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
             passage_relations=np.array(flat, dtype=np.int64),
-            entity_ids=np.array(entity_ids, dtype=np.int64),
+            entity_ids=entity_ids,
             entity_names=names,
-            synonyms=_indices(np.array(entity_ids, dtype=np.int64), np.array(synonyms, dtype=np.int64).reshape(-1, 2)),
+            synonyms=_indices(entity_ids, np.array(synonyms, dtype=np.int64).reshape(-1, 2)),
             relation_vectors=stack(relation_vectors, (0, self._dim)) if vectors else None,
             passage_vectors=stack(passage_vectors, (0, self._dim)) if vectors else None,
             entity_vectors=stack(entity_vectors, (0, self._dim)) if vectors else None,
