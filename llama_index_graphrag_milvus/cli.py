@@ -76,10 +76,31 @@ def cmd_ingest(args: argparse.Namespace) -> None:
         nodes = SentenceSplitter().get_nodes_from_documents(documents, show_progress=len(documents) > 1)
         # the graph step in batches, so that the bar follows the passages (extraction, embedding, writes)
         transform = GraphRAGTransform(store=store, llm=llm)
-        with tqdm(total=len(nodes), desc="Ingesting", unit="passage") as bar:
-            for batch in chunked(nodes, INGEST_BATCH):
-                transform(list(batch))
-                bar.update(len(batch))
+        # the transform warns once per batch about nodes without triplets: one summary below instead
+        transform_log = logging.getLogger("llama_index_graphrag_milvus.transform")
+        level = transform_log.level
+        transform_log.setLevel(logging.ERROR)
+        try:
+            with tqdm(total=len(nodes), desc="Ingesting", unit="passage") as bar:
+                for batch in chunked(nodes, INGEST_BATCH):
+                    transform(list(batch))
+                    bar.update(len(batch))
+        finally:
+            transform_log.setLevel(level)
+        names = {
+            "CooccurrenceExtractor": "the offline extractor (CooccurrenceExtractor, no LLM)",
+            "LLM": f"the LLM ({args.openai_model})",
+        }
+        built = [
+            f"{names.get(source, source)}: {c['triplets']} triplets from {c['passages']} passages"
+            for source, c in transform.built.items()
+        ]
+        print("graph built from " + "; ".join(built or ["nothing (no passages)"]), file=sys.stderr)
+        if "CooccurrenceExtractor" in transform.built:
+            print(
+                "  (for passages without triplets: names co-occurring in a sentence; --openai extracts with an LLM)",
+                file=sys.stderr,
+            )
         print(json.dumps(store.count()))
 
 

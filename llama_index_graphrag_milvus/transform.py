@@ -7,13 +7,14 @@ import logging
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.async_utils import asyncio_run, run_jobs
-from llama_index.core.bridge.pydantic import Field
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import BaseNode, TransformComponent
 
 from llama_index_graphrag_milvus.extract import (
     TRIPLETS_KEY,
+    CooccurrenceExtractor,
     aextract_triplets,
     as_metadata,
     exclude_from_content,
@@ -30,16 +31,23 @@ class GraphRAGTransform(TransformComponent):
     """Ingest passage nodes into a `MilvusGraphStore`: entities, relations and passages, embedded.
 
     Triplets come from `node.metadata["triplets"]` (`[[subject, predicate, object], ...]`), or from a
-    LlamaIndex KG extractor placed before this step (e.g. `SimpleLLMPathExtractor`), or, when neither is
-    there and `llm` is given, from an extraction prompt. The triplets key is kept out of the passage's
-    embedded text and LLM context. Nodes are returned unchanged otherwise, so later steps still run.
+    LlamaIndex KG extractor placed before this step (e.g. `SimpleLLMPathExtractor`). Nodes that carry
+    none get theirs from, in this order:
+    - `extractor`, any `TransformComponent` that leaves triplets in `metadata["triplets"]` or LlamaIndex
+      KG output (`KG_RELATIONS_KEY`): spaCy, GLiNER, an LLM extractor you already have;
+    - else, when `llm` is given, the extraction prompt;
+    - else `CooccurrenceExtractor()`: named entities co-occurring in a sentence, no LLM, no model.
+    So a graph is always built; a WARNING per call says how many nodes had no triplets and what was done.
+
+    The triplets key is kept out of the passage's embedded text and LLM context. Nodes are returned
+    unchanged otherwise, so later steps still run.
 
     Args:
         store: The store to write to.
-        llm: Extracts triplets from nodes that carry none. Without it such nodes are stored as passages
-            with no relations (still found by dense retrieval).
+        llm: Extracts triplets from nodes that carry none (unless `extractor` is given).
+        extractor: Extracts triplets from nodes that carry none; it sees only those nodes.
         extract_prompt: The extraction prompt (`{text}`, `{max_triplets}`; answers JSON).
-        max_triplets_per_node: At most this many triplets are extracted from one node.
+        max_triplets_per_node: At most this many triplets are extracted from one node by the LLM.
         num_workers: Concurrent LLM extraction calls.
         triplets_key: The metadata key holding given triplets.
         raise_on_error: Raise on a failed extraction instead of logging it.
@@ -48,17 +56,25 @@ class GraphRAGTransform(TransformComponent):
 
     store: MilvusGraphStore = Field(exclude=True)
     llm: Optional[LLM] = Field(default=None, exclude=True)
+    extractor: Optional[TransformComponent] = Field(default=None, exclude=True)
     extract_prompt: PromptTemplate = Field(default=TRIPLET_EXTRACT_PROMPT)
     max_triplets_per_node: int = 20
     num_workers: int = 4
     triplets_key: str = TRIPLETS_KEY
     raise_on_error: bool = False
     show_progress: bool = False
+    _built: Dict[str, Dict[str, Any]] = PrivateAttr(default_factory=dict)
 
-    def __init__(self, store: MilvusGraphStore, llm: Optional[LLM] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        store: MilvusGraphStore,
+        llm: Optional[LLM] = None,
+        extractor: Optional[TransformComponent] = None,
+        **kwargs: Any,
+    ) -> None:
         if isinstance(kwargs.get("extract_prompt"), str):
             kwargs["extract_prompt"] = PromptTemplate(kwargs["extract_prompt"])
-        super().__init__(store=store, llm=llm, **kwargs)
+        super().__init__(store=store, llm=llm, extractor=extractor, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
@@ -68,19 +84,42 @@ class GraphRAGTransform(TransformComponent):
         # IngestionPipeline caches on this dict: name the store, so another store is never skipped.
         data = super().to_dict(**kwargs)
         data["store"] = repr(self.store)
+        if self.extractor is not None:
+            data["extractor"] = repr(self.extractor)
         return data
+
+    @property
+    def built(self) -> Dict[str, Dict[str, Any]]:
+        """How the graph was built so far: for each source ("given triplets", the extractor's name, or
+        "LLM"), the passages and triplets it gave."""
+        return {source: dict(counts) for source, counts in self._built.items()}
+
+    def _source(self) -> str:
+        if self.extractor is not None:
+            return type(self.extractor).__name__
+        return "LLM" if self.llm is not None else CooccurrenceExtractor.class_name()
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)
-        if self.llm is not None and any(t is None for t in triplets):
+        todo = [i for i, t in enumerate(triplets) if t is None]
+        if todo and self.extractor is None and self.llm is not None:
             triplets = asyncio_run(self._extract_missing(nodes, triplets))
+        elif todo:
+            extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
+            self._extracted(nodes, triplets, todo, extractor([nodes[i] for i in todo]))
+        self._report(nodes, triplets, todo)
         self.store.add(nodes, [t or [] for t in triplets])
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)
-        if self.llm is not None and any(t is None for t in triplets):
+        todo = [i for i, t in enumerate(triplets) if t is None]
+        if todo and self.extractor is None and self.llm is not None:
             triplets = await self._extract_missing(nodes, triplets)
+        elif todo:
+            extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
+            self._extracted(nodes, triplets, todo, await extractor.acall([nodes[i] for i in todo]))
+        self._report(nodes, triplets, todo)
         await asyncio.to_thread(self.store.add, nodes, [t or [] for t in triplets])
         return nodes
 
@@ -89,15 +128,55 @@ class GraphRAGTransform(TransformComponent):
         for node in nodes:
             exclude_from_content(node, self.triplets_key)
             triplets.append(given_triplets(node, self.triplets_key))
-        missing = sum(t is None for t in triplets)
-        if missing and self.llm is None:
-            logger.info(
-                "%d of %d nodes carry no triplets and no llm was given: they are stored as passages "
-                "without relations.",
-                missing,
-                len(nodes),
-            )
         return triplets
+
+    def _extracted(
+        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], out: Any
+    ) -> None:
+        """Read the triplets an extractor left on the nodes it was given (or on the nodes it returned)."""
+        out = list(out) if out is not None else []
+        if len(out) != len(todo):
+            raise ValueError(
+                f"extractor {self._source()} returned {len(out)} nodes for {len(todo)}: it must return the "
+                "nodes it was given, with their triplets in metadata"
+            )
+        for i, node in zip(todo, out):
+            if node is not nodes[i]:
+                nodes[i].metadata.update(node.metadata)
+            exclude_from_content(nodes[i], self.triplets_key)
+            triplets[i] = given_triplets(nodes[i], self.triplets_key) or []
+            nodes[i].metadata[self.triplets_key] = as_metadata(triplets[i])
+
+    def _report(self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]) -> None:
+        done = set(todo)
+        for source, rows in (
+            ("given triplets", [t for i, t in enumerate(triplets) if i not in done]),
+            (self._source(), [triplets[i] for i in todo]),
+        ):
+            if rows:
+                counts = self._built.setdefault(source, {"passages": 0, "triplets": 0})
+                counts["passages"] += len(rows)
+                counts["triplets"] += sum(len(t or []) for t in rows)
+        if not todo:
+            return
+        extracted = sum(len(triplets[i] or []) for i in todo)
+        empty = sum(not triplets[i] for i in todo)
+        if self.extractor is not None:
+            how = f"; extracted {extracted} triplets with the given extractor {self._source()}"
+        elif self.llm is not None:
+            how = f"; extracted {extracted} triplets with the LLM"
+        else:
+            how = (
+                f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
+                "co-occur in a sentence; pass llm= or extractor= for better triplets)"
+            )
+        logger.warning(
+            "%d of %d nodes carry no triplets%s%s.",
+            len(todo),
+            len(nodes),
+            how,
+            f"; {empty} of them gave none and are stored as passages only" if empty else "",
+        )
 
     async def _extract_missing(
         self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]]

@@ -1,0 +1,117 @@
+"""A graph from raw text with no LLM: the co-occurrence extractor and the transform's extraction hook."""
+
+import logging
+
+from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, EntityNode, Relation
+from llama_index.core.schema import TextNode, TransformComponent
+
+from llama_index_graphrag_milvus import CooccurrenceExtractor, GraphRAGRetriever, GraphRAGTransform
+from llama_index_graphrag_milvus.examples import bernoulli_documents
+
+SENTENCES = (
+    "The Journal of Mathematical Physics is a peer-reviewed journal published monthly by the American "
+    "Institute of Physics. The current editor is Jan Philip Solovej from University of Copenhagen. "
+    "Charles de Gaulle met Ludwig van Beethoven's biographer in Paris, France, with Apollo 11 astronauts."
+)
+
+
+def names(triplets):
+    return {n for t in triplets for n in (t.subject, t.object)}
+
+
+def test_named_entities_are_found_with_their_connectors():
+    found = names(CooccurrenceExtractor(link_title=False, max_relations_per_sentence=9).extract(SENTENCES))
+
+    assert {"Journal of Mathematical Physics", "American Institute of Physics", "Jan Philip Solovej",
+            "University of Copenhagen", "Charles de Gaulle", "Ludwig van Beethoven", "Paris", "France",
+            "Apollo 11"} <= found
+    assert not found & {"The", "The Journal of Mathematical Physics", "Beethoven's"}
+
+
+def test_relations_are_the_words_between_and_bounded_per_sentence_and_passage():
+    triplets = CooccurrenceExtractor(link_title=False).extract(SENTENCES)
+    assert ("Jan Philip Solovej", "from", "University of Copenhagen") in {
+        (t.subject, t.predicate, t.object) for t in triplets
+    }
+    one = CooccurrenceExtractor(link_title=False, max_relations_per_sentence=1).extract(SENTENCES)
+    assert len(one) == 3  # three sentences, one pair each
+    assert len(CooccurrenceExtractor(max_relations_per_node=4).extract(SENTENCES)) == 4
+    long = "Alice Smith " + " ".join(["walked"] * 30) + " to Berlin."
+    [relation] = CooccurrenceExtractor().extract(long)
+    assert len(relation.predicate.split()) <= 6
+
+
+def test_the_title_is_linked_to_every_entity_of_its_passage():
+    text = "Cooper Firearms of Montana\nIt was founded by former employees of Kimber Manufacturing in 1990."
+    triplets = CooccurrenceExtractor().extract(text)  # the short first line is the topic
+    assert ("Cooper Firearms of Montana", "former employees of", "Kimber Manufacturing") in {
+        (t.subject, t.predicate, t.object) for t in triplets
+    }
+    node = TextNode(text="It was founded by Dan Cooper.", metadata={"title": "Cooper Firearms"})
+    CooccurrenceExtractor()([node])
+    assert node.metadata["triplets"] == [["Cooper Firearms", "was founded by", "Dan Cooper"]]
+    assert "triplets" in node.excluded_embed_metadata_keys
+
+
+def test_chinese_text_does_not_crash_and_keeps_quoted_and_latin_names():
+    text = "莱昂哈德·欧拉是瑞士数学家。他在《无穷小分析引论》中写道，Euler 在 Berlin 工作。没有名字的句子！"
+    found = names(CooccurrenceExtractor().extract(text))
+    assert {"无穷小分析引论", "Euler", "Berlin"} <= found
+    assert CooccurrenceExtractor().extract("") == [] and CooccurrenceExtractor().extract("。。！") == []
+
+
+def test_no_llm_and_no_triplets_builds_a_graph_and_says_so_once(make_store, caplog):
+    store = make_store()
+    nodes = [TextNode(id_=d.id_, text=d.text) for d in bernoulli_documents()]
+    with caplog.at_level(logging.WARNING, logger="llama_index_graphrag_milvus.transform"):
+        transform = GraphRAGTransform(store=store)
+        transform(nodes)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name.endswith("transform")]
+    assert len(warnings) == 1
+    assert "5 of 5 nodes carry no triplets" in warnings[0].getMessage()
+    assert "CooccurrenceExtractor" in warnings[0].getMessage()
+    assert store.count()["relations"] > 0
+    assert transform.built["CooccurrenceExtractor"]["passages"] == 5
+    assert all(n.metadata["triplets"] for n in nodes)
+
+    explanation = GraphRAGRetriever(store=store, similarity_top_k=2).explain("Who taught Leonhard Euler?")
+    text = str(explanation)  # extracted relations print as given ones do: subject —[predicate]→ object
+    assert "Leonhard Euler" in text and "—[" in text and "via " in text
+
+
+def test_a_users_extractor_is_used_for_nodes_without_triplets(make_store):
+    class KGLike(TransformComponent):
+        """Leaves LlamaIndex KG output, as SimpleLLMPathExtractor does."""
+
+        def __call__(self, nodes, **kwargs):
+            for node in nodes:
+                node.metadata[KG_NODES_KEY] = [EntityNode(name="Acme"), EntityNode(name="Rockets")]
+                node.metadata[KG_RELATIONS_KEY] = [Relation(label="builds", source_id="Acme", target_id="Rockets")]
+            return nodes
+
+    store = make_store()
+    given = TextNode(id_="g", text="Given passage.", metadata={"triplets": [["Globex", "sells", "Widgets"]]})
+    plain = TextNode(id_="p", text="Acme builds rockets in Texas.")
+    transform = GraphRAGTransform(store=store, extractor=KGLike())
+    transform([given, plain])
+    assert plain.metadata["triplets"] == [["Acme", "builds", "Rockets"]]
+    assert given.metadata["triplets"] == [["Globex", "sells", "Widgets"]]  # not passed to the extractor
+    assert store.count() == {"entities": 4, "relations": 2, "passages": 2}
+    assert set(transform.built) == {"given triplets", "KGLike"}
+
+
+def test_the_default_extractor_is_not_used_when_triplets_are_given(make_store, caplog):
+    store = make_store()
+    documents = bernoulli_documents()
+    with caplog.at_level(logging.WARNING, logger="llama_index_graphrag_milvus.transform"):
+        transform = GraphRAGTransform(store=store)
+        transform(documents)
+    assert not [r for r in caplog.records if r.name.endswith("transform")]
+    assert store.count()["relations"] == 22  # the given triplets only
+    assert set(transform.built) == {"given triplets"}
+
+
+async def test_async_ingest_extracts_too(make_store):
+    store = make_store()
+    await GraphRAGTransform(store=store).acall([TextNode(id_="a", text="Alice Smith moved to Berlin.")])
+    assert store.count()["relations"] == 1
