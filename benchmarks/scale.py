@@ -53,9 +53,9 @@ from llama_index.core.schema import QueryBundle, TextNode  # noqa: E402
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore  # noqa: E402
 from llama_index_graphrag_milvus.embeddings import HashEmbedding  # noqa: E402
+from llama_index_graphrag_milvus.adjacency import GraphCache  # noqa: E402
 from llama_index_graphrag_milvus.graph import (  # noqa: E402
     Graph,
-    GraphCache,
     expand_from_entities,
     expand_from_relations,
 )
@@ -451,9 +451,9 @@ def profile_ingest(corpus: Corpus, path: Path, node_batch: int, batch_size: int,
         "schema.entity_id + relation_id (blake2b ids)": cumulative("schema.py", "entity_id")
         + cumulative("schema.py", "relation_id"),
         "schema.passage_id": cumulative("schema.py", "passage_id"),
-        "GraphCache.add_relations + add_passages": cumulative("graph.py", "add_relations")
-        + cumulative("graph.py", "add_passages"),
-        "GraphCache.passage_relations (skip check)": cumulative("graph.py", "passage_relations"),
+        "GraphCache.add_relations + add_passages": cumulative("adjacency.py", "add_relations")
+        + cumulative("adjacency.py", "add_passages"),
+        "GraphCache.passage_relations (skip check)": cumulative("adjacency.py", "passage_relations"),
         "MilvusGraphStore._find_synonyms (entity synonym search)": cumulative("store.py", "_find_synonyms"),
         "VectorCache.put (in-memory vectors)": cumulative("vectors.py", "put"),
         "MilvusClient.search (during ingest)": cumulative("milvus_client.py", "search"),
@@ -538,7 +538,7 @@ def csr_bytes(graph: Graph, cache: Optional[GraphCache] = None) -> Dict[str, int
     """data + indices + indptr of every sparse matrix of the snapshot, less arrays it shares with the
     cache (relation_entity's indices are the cache's relation ends)."""
     out = {}
-    shared = [a for a in (getattr(getattr(cache, "_ends", None), "_data", None),) if a is not None]
+    shared = [a.array() for a in (getattr(cache, "_ends", None),) if a is not None]
     for name in getattr(graph, "__dataclass_fields__", {}):
         m = getattr(graph, name)
         if sp.issparse(m):

@@ -34,7 +34,8 @@ from pymilvus import DataType, MilvusClient
 
 from llama_index_graphrag_milvus import snapshot as snapshot_module
 from llama_index_graphrag_milvus.extract import given_triplets
-from llama_index_graphrag_milvus.graph import Graph, GraphCache
+from llama_index_graphrag_milvus.adjacency import GraphCache
+from llama_index_graphrag_milvus.graph import Graph
 from llama_index_graphrag_milvus.remote import MilvusExpander
 from llama_index_graphrag_milvus.vectors import VectorCache
 from llama_index_graphrag_milvus.schema import (

@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 from llama_index_graphrag_milvus.schema import entity_id as e
-from llama_index_graphrag_milvus.graph import GraphCache, expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.adjacency import GraphCache
+from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
 
 
 def chain_graph():
@@ -95,3 +96,167 @@ def test_snapshot_is_sparse():
     graph = cache.snapshot()
     for matrix in (graph.entity_relation, graph.relation_entity, graph.relation_passage, graph.passage_relation):
         assert sp.issparse(matrix)
+
+
+def _old_expand_from_entities(graph, entities, degree, through=None):
+    """The walk as it was before `cut`: every hop recomputes from the whole walked set."""
+    seeds = np.unique(np.asarray(entities, dtype=np.int64))
+    walk = seeds if through is None else seeds[through[seeds]]
+    for _ in range(degree):
+        reached = graph.entities_of_relations(graph.relations_of_entities(walk))
+        walk = np.union1d(walk, reached if through is None else reached[through[reached]])
+    return graph.relations_of_entities(np.union1d(seeds, walk))
+
+
+def _old_expand_from_relations(graph, relations, degree, through=None):
+    frontier = np.unique(np.asarray(relations, dtype=np.int64))
+    for _ in range(degree):
+        ends = graph.entities_of_relations(frontier)
+        frontier = np.union1d(frontier, graph.relations_of_entities(ends if through is None else ends[through[ends]]))
+    return frontier
+
+
+def random_cache(seed=3, relations=300, entities=120):
+    rng = np.random.default_rng(seed)
+    cache = GraphCache()
+    cache.add_relations((r, e(f"e{rng.integers(entities)}"), e(f"e{rng.integers(entities)}")) for r in range(relations))
+    return cache
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_without_a_cut_the_walks_give_what_they_gave_before(degree):
+    graph = random_cache().snapshot()
+    rng = np.random.default_rng(degree)
+    for trial in range(12):
+        through = rng.random(graph.shape[0]) > 0.2 if trial % 2 else None
+        seeds_e = rng.choice(graph.shape[0], 3, replace=False)
+        seeds_r = rng.choice(graph.shape[1], 3, replace=False)
+        assert (
+            expand_from_entities(graph, seeds_e, degree, through).tolist()
+            == _old_expand_from_entities(graph, seeds_e, degree, through).tolist()
+        )
+        assert (
+            expand_from_relations(graph, seeds_r, degree, through).tolist()
+            == _old_expand_from_relations(graph, seeds_r, degree, through).tolist()
+        )
+
+
+@pytest.mark.parametrize("keep", [0, 1, 5])
+def test_at_degree_one_the_cut_changes_nothing(keep):
+    graph = random_cache().snapshot()
+    rng = np.random.default_rng(keep)
+    calls = []
+
+    def cut(relations):
+        calls.append(relations)
+        return relations[:keep]
+
+    for _ in range(10):
+        seeds_e = rng.choice(graph.shape[0], 3, replace=False)
+        seeds_r = rng.choice(graph.shape[1], 3, replace=False)
+        for degree in (0, 1):
+            assert expand_from_entities(graph, seeds_e, degree, cut=cut).tolist() == (
+                expand_from_entities(graph, seeds_e, degree).tolist()
+            )
+            assert expand_from_relations(graph, seeds_r, degree, cut=cut).tolist() == (
+                expand_from_relations(graph, seeds_r, degree).tolist()
+            )
+    assert calls == []  # hop 1 is never cut
+
+
+def branch_graph():
+    """The chain a —r1— b —r2— c —r3— d, with a branch at b: b —r5— x —r6— y."""
+    cache = GraphCache()
+    cache.add_relations(
+        [(1, e("a"), e("b")), (2, e("b"), e("c")), (3, e("c"), e("d")), (5, e("b"), e("x")), (6, e("x"), e("y"))]
+    )
+    return cache
+
+
+def test_a_cut_walk_does_not_continue_from_the_relations_it_drops():
+    cache = branch_graph()
+    graph = cache.snapshot()
+    r = cache.relations.position
+    seen = []
+
+    def keep_r2(relations):
+        seen.append(rel_ids(cache, relations))
+        return relations[relations == r[2]]
+
+    # from a: hop 1 reaches r1 (a's own) and b; hop 2 reaches r2, r5 (new), keeps r2, walks on to c
+    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "a")], 2)) == [1, 2, 3, 5, 6]
+    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "a")], 2, cut=keep_r2)) == [1, 2, 3, 5]
+    assert seen == [[2, 5]]  # r5 is in the result, but x's relation r6 is not: r5 was not walked from
+    seen.clear()
+    assert rel_ids(cache, expand_from_relations(graph, [r[1]], 2)) == [1, 2, 3, 5, 6]
+    assert rel_ids(cache, expand_from_relations(graph, [r[1]], 2, cut=keep_r2)) == [1, 2, 3, 5]
+    assert seen == [[2, 5]]
+    # degree 3: r3 is new at hop 3, cut away; r5, dropped at hop 2, is not offered again nor walked
+    seen.clear()
+    assert rel_ids(cache, expand_from_relations(graph, [r[1]], 3, cut=keep_r2)) == [1, 2, 3, 5]
+    assert seen == [[2, 5], [3]]
+
+
+class RecordingCut:
+    """Keeps `k` relations at random of those offered, and records what it was offered and kept."""
+
+    def __init__(self, rng, k):
+        self.rng, self.k, self.offered, self.kept = rng, k, [], []
+
+    def __call__(self, relations):
+        choice = self.rng.choice(relations, min(self.k, len(relations)), replace=False)
+        self.offered.append(relations)
+        self.kept.append(choice)
+        return choice
+
+    def walked_from(self, degree):
+        assert 0 < len(self.offered) <= degree - 1  # once a hop, from hop 2 on
+        assert all((np.diff(a) > 0).all() for a in self.offered)  # sorted, distinct
+        everything = np.concatenate(self.offered)
+        assert len(everything) == len(np.unique(everything))  # no relation is offered twice
+        return np.concatenate(self.kept)
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_a_cut_walk_continues_only_from_the_relations_the_cut_keeps(degree):
+    graph = random_cache(relations=600, entities=150).snapshot()
+    rng = np.random.default_rng(degree)
+    for trial in range(10):
+        through = rng.random(graph.shape[0]) > 0.2 if trial % 2 else np.ones(graph.shape[0], dtype=bool)
+
+        def ends(relations, through=through):
+            found = graph.entities_of_relations(np.asarray(relations, dtype=np.int64))
+            return found[through[found]]
+
+        seeds = rng.choice(graph.shape[0], 2, replace=False)
+        through[seeds] = True
+        cut = RecordingCut(rng, 4)
+        result = expand_from_entities(graph, seeds, degree, through, cut)
+        # the entities walked: the seeds, their relations' entities (hop 1, not cut) and the entities of
+        # the relations the cut kept; the result: every relation of those
+        walked = np.union1d(np.union1d(seeds, ends(graph.relations_of_entities(seeds))), ends(cut.walked_from(degree)))
+        assert result.tolist() == graph.relations_of_entities(walked).tolist()
+        assert len(result) < len(expand_from_entities(graph, seeds, degree, through))
+
+        seeds = rng.choice(graph.shape[1], 2, replace=False)
+        cut = RecordingCut(rng, 4)
+        result = expand_from_relations(graph, seeds, degree, through, cut)
+        walked = np.union1d(ends(seeds), ends(cut.walked_from(degree)))
+        assert result.tolist() == np.union1d(seeds, graph.relations_of_entities(walked)).tolist()
+        assert len(result) < len(expand_from_relations(graph, seeds, degree, through))
+
+
+def test_the_live_mask_is_a_read_only_view_and_counts_are_kept():
+    cache = chain_graph()
+    relations = cache.relations
+    mask = relations.mask()
+    assert mask.tolist() == [True] * 4
+    with pytest.raises(ValueError):
+        mask[0] = False
+    cache.remove_passages(["p1"])  # r1 loses its only passage
+    assert mask.tolist() == [False, True, True, True]  # a view: shows the removal
+    assert len(relations.position) == 3 and len(relations) == 4
+    assert relations.lookup(np.array([1, 2, 99])).tolist() == [-1, relations.position[2], -1]
+    assert relations.ids_array().tolist() == [1, 2, 3, 4]
+    cache.add_relations([(1, e("a"), e("b"))])  # back, at a new position
+    assert len(relations.position) == 4 and relations.position[1] == 4
