@@ -5,47 +5,40 @@ known candidates whose similarity to the question is a gather and a dot product.
 this copy is a cache: rebuilt from Milvus on open, kept current on every write, aligned with the
 `GraphCache` positions. On a Milvus server the store leaves it off and asks Milvus instead.
 
-Scoring given positions is always exact. A top-k search over the whole cache is exact up to
-`EXACT_SEARCH_MAX_ROWS` rows; above that it probes an inverted-file index (`_Lists`: spherical k-means
-centroids, rows grouped by nearest centroid), so that its cost grows with the square root of the rows,
-not with the rows: at 10^6 relations a seed search scores ~2 % of them.
+Scoring given positions is always exact. A search over the whole cache (`top_k`, `within`) is an exact
+matrix product up to `EXACT_SEARCH_MAX_ROWS` (`EXACT_WITHIN_MAX_ROWS`) rows; above that it asks a faiss
+inverted-file index (about sqrt(rows) k-means lists, 8-bit codes, inner product) for candidates from
+the lists nearest the query, then scores them exactly from the float32 copy. The index is trained on
+first use, extended with the rows written since the last search, and retrained when the rows double.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any, List, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-_controller: Optional[ThreadpoolController] = None
-
-#: Above this many rows, whole-cache top-k searches are approximate (inverted lists); below, exact.
-EXACT_SEARCH_MAX_ROWS = 200_000
-#: The same for threshold searches (`within`: synonym links, near duplicates that the lists never miss).
-EXACT_WITHIN_MAX_ROWS = 50_000
-
-
-def _one_blas_thread() -> Any:
-    """A context in which BLAS runs on one thread: for products this small, waking a second thread
-    costs more than it saves (5× slower when the other core is busy, measured here)."""
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
+#: Above this many rows, whole-cache top-k searches are approximate (a faiss index); below, exact.
+EXACT_SEARCH_MAX_ROWS = 20_000
+#: The same for threshold searches (`within`: synonym links between near-duplicate entities).
+EXACT_WITHIN_MAX_ROWS = 20_000
 
 
 class VectorCache:
     """Unit vectors by position, in a growable float32 matrix. Which positions are live is the
-    adjacency's business: searches take its mask."""
+    adjacency's business: searches take its mask. Safe to search from several threads while another
+    writes; positions are never reused, so the index stays valid as rows are appended."""
 
     def __init__(self, dim: int) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the arrays' growth and every change to the index
         self._vectors = np.zeros((0, dim), dtype=np.float32)
         self._known = np.zeros(0, dtype=bool)
         self._size = 0
-        self._lists: Optional[_Lists] = None
+        self._index: Optional[_Index] = None
 
     def put(self, positions: Sequence[int], vectors: Sequence[Sequence[float]]) -> None:
         positions = np.asarray(positions, dtype=np.int64)
@@ -63,6 +56,11 @@ class VectorCache:
                 known = np.zeros(capacity, dtype=bool)
                 known[: self._size] = self._known[: self._size]
                 self._vectors, self._known = grown, known
+            if self._index is not None:  # rows the index already covers: re-add the new or changed ones
+                below = positions < self._index.covered
+                old = positions[below]
+                changed = ~self._known[old] | (self._vectors[old] != rows[below]).any(axis=1)
+                self._index.stale.append(old[changed])
             self._vectors[positions] = rows
             self._known[positions] = True
             self._size = max(self._size, needed)
@@ -84,7 +82,7 @@ class VectorCache:
         return found
 
     def similarity(self, query: Sequence[float], positions: np.ndarray) -> np.ndarray:
-        """Cosine of `query` with the rows at `positions` (0 for rows not cached)."""
+        """Cosine of `query` with the rows at `positions` (0 for rows not cached). Always exact."""
         positions = np.asarray(positions, dtype=np.int64)
         q = _unit(query)
         found = self.has(positions)
@@ -94,31 +92,29 @@ class VectorCache:
         return out
 
     def top_k(self, query: Sequence[float], k: int, alive: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Positions and cosines of the `k` rows nearest to `query` among the `alive` ones, best first
-        (exact)."""
+        """Positions and cosines of the `k` rows nearest to `query` among the `alive` ones, best first.
+        Exact up to `EXACT_SEARCH_MAX_ROWS` rows; above, the candidates are approximate (a true
+        neighbour outside the lists probed can be missed) but the cosines returned are exact."""
         return self.top_k_many([query], k, alive)[0]
 
     def top_k_many(
         self, queries: Sequence[Sequence[float]], k: int, alive: np.ndarray
     ) -> List[Tuple[np.ndarray, np.ndarray]]:
-        """`top_k` for several queries with one matrix product."""
+        """`top_k` for several queries at once."""
         size = self._size  # first: the arrays read next are at least this large
         vectors, known = self._vectors, self._known
         n = min(size, len(alive))
-        if n > EXACT_SEARCH_MAX_ROWS and len(queries) and k > 0:
-            lists = self._index(vectors, n)
-            found = []
-            for query in queries:
-                candidates = lists.probe(_unit(query), n)
-                candidates = candidates[alive[candidates] & known[candidates]]
-                found.append(_top(candidates, self.similarity(query, candidates), k))
-            return found
-        live = alive[:n] & known[:n]
-        k = min(k, int(live.sum()))
         if k <= 0 or not len(queries):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
+        unit = np.stack([_unit(q) for q in queries])
+        if n > EXACT_SEARCH_MAX_ROWS:
+            return self._search(unit, k, None, alive, n)
+        live = alive[:n] & known[:n]
+        k = min(k, int(live.sum()))
+        if k <= 0:
+            return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
         with _one_blas_thread():
-            scores = np.dot(np.stack([_unit(q) for q in queries]), vectors[:n].T)
+            scores = np.dot(unit, vectors[:n].T)
         scores[:, ~live] = -np.inf
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         found = []
@@ -130,123 +126,194 @@ class VectorCache:
     def within(
         self, queries: np.ndarray, threshold: float, k: int, alive: np.ndarray
     ) -> List[Tuple[np.ndarray, np.ndarray]]:
-        """For each query, the (at most `k`) `alive` rows with cosine ≥ `threshold`, best first: a
-        threshold instead of a top-k, so that a batch of queries costs a matrix product and a compare."""
+        """For each query, the (at most `k`) `alive` rows with cosine ≥ `threshold`, best first, with
+        exact cosines. Up to `EXACT_WITHIN_MAX_ROWS` rows every such row is found (a matrix product and
+        a compare per batch of queries); above, candidates come from the index as in `top_k`, so a row
+        past the threshold can be missed when it falls outside the lists its query probes."""
         size = self._size
         vectors, known = self._vectors, self._known
         n = min(size, len(alive))
         queries = np.asarray(queries, dtype=np.float32).reshape(len(queries), -1)
         norms = np.linalg.norm(queries, axis=1, keepdims=True)
         unit = queries / np.where(norms == 0, 1, norms)
+        if k <= 0 or not len(unit):
+            return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in unit]
+        if n > EXACT_WITHIN_MAX_ROWS:
+            return self._search(unit, k, threshold, alive, n)
         live = alive[:n] & known[:n]
-        if n <= EXACT_WITHIN_MAX_ROWS:
-            hits = []
-            for start in range(0, len(unit), 256):  # 256 queries × n scores at a time
-                with _one_blas_thread():
-                    scores = unit[start : start + 256] @ vectors[:n].T
-                query, rows = np.nonzero((scores >= threshold) & live)
-                hits.append((query + start, rows, scores[query, rows]))
-        else:  # list by list: each list's rows against the queries that probe it
-            lists = self._index(vectors, n)
-            hits = []
+        hits = []
+        for start in range(0, len(unit), 256):  # 256 queries × n scores at a time
             with _one_blas_thread():
-                probed = np.argpartition(-(unit @ lists.centroids.T), lists.nprobe - 1, axis=1)[:, : lists.nprobe]
-                by_list = np.argsort(probed.ravel(), kind="stable")
-                bounds = np.searchsorted(probed.ravel()[by_list], np.arange(len(lists.centroids) + 1))
-                tail = np.arange(len(lists.assignment), n)
-                groups = [(np.arange(len(unit)), tail)] + [
-                    (by_list[a:b] // lists.nprobe, lists.order[lists.starts[c] : lists.starts[c + 1]])
-                    for c, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
-                    if b > a
-                ]
-                for queries_of, rows in groups:
-                    rows = rows[live[rows]]
-                    scores = unit[queries_of] @ vectors[rows].T
-                    q, r = np.nonzero(scores >= threshold)
-                    hits.append((queries_of[q], rows[r], scores[q, r]))
+                scores = unit[start : start + 256] @ vectors[:n].T
+            query, rows = np.nonzero((scores >= threshold) & live)
+            hits.append((query + start, rows, scores[query, rows]))
         query = np.concatenate([h[0] for h in hits])
         rows = np.concatenate([h[1] for h in hits])
         scores = np.concatenate([h[2] for h in hits])
-        order = np.argsort(query, kind="stable")
-        query, rows, scores = query[order], rows[order], scores[order]
-        split = np.searchsorted(query, np.arange(len(unit) + 1))
+        split = np.searchsorted(query, np.arange(len(unit) + 1))  # np.nonzero is row-major: sorted by query
         return [_top(rows[a:b], scores[a:b], k) for a, b in zip(split[:-1], split[1:])]
 
-    def _index(self, vectors: np.ndarray, n: int) -> "_Lists":
+    def _search(
+        self, unit: np.ndarray, k: int, threshold: Optional[float], alive: np.ndarray, n: int
+    ) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Candidates from the index among the first `n` rows, rescored exactly: the `k` best, or the
+        `k` best at or above `threshold`."""
+        index = self._current(n)
+        candidates = index.search(unit, k + max(k, 16), alive[:n])  # over-fetch: 8-bit codes misorder ties
+        found = []
+        for start in range(0, len(unit), 256):
+            ids = candidates[start : start + 256]
+            scores = np.einsum("qcd,qd->qc", self._vectors[np.maximum(ids, 0)], unit[start : start + 256])
+            keep = ids >= 0
+            if threshold is not None:
+                keep &= scores >= threshold
+            found.extend(_top(row[ok], score[ok], k) for row, score, ok in zip(ids, scores, keep))
+        return found
+
+    def _current(self, n: int) -> "_Index":
+        """The index, trained and covering at least the first `n` rows."""
         with self._lock:
-            if self._lists is None or n >= 2 * self._lists.trained_on:
-                self._lists = _Lists.train(vectors[:n])
-            self._lists.cover(vectors, n)
-            return self._lists
+            index = self._index
+            if index is None or n >= 2 * index.trained_on:  # (re)train on all rows: lists ~ sqrt(rows)
+                index = _Index.train(self._vectors, np.flatnonzero(self._known[: self._size]))
+            index.extend(self._vectors, self._known, self._size)
+            self._index = index
+            return index
 
     @property
     def nbytes(self) -> int:
-        lists = self._lists.nbytes if self._lists is not None else 0
-        return int(self._vectors.nbytes + self._known.nbytes + lists)
+        index = self._index.nbytes if self._index is not None else 0
+        return int(self._vectors.nbytes + self._known.nbytes + index)
 
 
-class _Lists:
-    """An inverted-file index over the first rows of a vector matrix: about sqrt(rows) spherical k-means
-    centroids and the row positions grouped by nearest centroid. Rows appended after the last `cover`
-    (the tail) are scanned exactly until they are many; then they are assigned to lists. Positions are
-    never reused, so an assignment stays valid; deleted rows are filtered by the caller's mask."""
+class _Index:
+    """A faiss IVF index (inner product, 8-bit scalar-quantized codes) over rows of a `VectorCache`,
+    with row positions as ids. Changes (`extend`) exclude searches, searches run concurrently."""
 
-    NPROBE = 16  # lists probed per search: candidates grow as 16·sqrt(rows)
-
-    def __init__(self, centroids: np.ndarray, trained_on: int) -> None:
-        self.centroids = centroids
+    def __init__(self, index: Any, trained_on: int) -> None:
+        self.index = index
         self.trained_on = trained_on
-        self.assignment = np.zeros(0, dtype=np.int32)  # row position -> list
-        self.order = np.zeros(0, dtype=np.int64)  # positions grouped by list
-        self.starts = np.zeros(len(centroids) + 1, dtype=np.int64)
-        self.nprobe = min(self.NPROBE, len(centroids))
+        self.covered = 0  # rows [0, covered) are in the index, but for those in `stale`
+        self.stale: List[np.ndarray] = []  # positions below `covered` written since: to (re-)add
+        self.nprobe = min(index.nlist, max(16, index.nlist // 32))
+        self._readers = 0
+        self._changing = threading.Condition()
 
     @classmethod
-    def train(cls, rows: np.ndarray, iterations: int = 8, seed: int = 0) -> "_Lists":
-        n = len(rows)
+    def train(cls, vectors: np.ndarray, positions: np.ndarray, seed: int = 0) -> "_Index":
+        """An empty index whose lists are k-means clusters of (a sample of) the rows at `positions`."""
+        faiss = _faiss()
+        n, dim = len(positions), vectors.shape[1]
         nlist = max(16, int(np.sqrt(n)))
         rng = np.random.default_rng(seed)
-        sample = rows[np.sort(rng.choice(n, size=min(n, 40 * nlist), replace=False))]
-        centroids = sample[rng.choice(len(sample), size=nlist, replace=False)].copy()
-        for _ in range(iterations):
-            nearest = _nearest(sample, centroids)
-            sums = np.zeros_like(centroids)
-            np.add.at(sums, nearest, sample)
-            empty = np.bincount(nearest, minlength=nlist) == 0
-            sums[empty] = sample[rng.choice(len(sample), size=int(empty.sum()))]  # restart empty lists
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            centroids = (sums / np.where(norms == 0, 1, norms)).astype(np.float32)
-        return cls(centroids, trained_on=n)
+        sample = vectors[np.sort(rng.choice(positions, size=min(n, 40 * nlist), replace=False))]
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFScalarQuantizer(
+            quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
+        index.cp.niter, index.cp.seed = 10, seed
+        _faiss_threads(len(sample) * nlist * index.cp.niter)
+        index.train(sample)
+        return cls(index, trained_on=n)
 
-    def cover(self, vectors: np.ndarray, n: int) -> None:
-        """Assign rows up to `n` to lists, once the unassigned tail is a quarter of what is assigned."""
-        done = len(self.assignment)
-        if n - done <= max(10_000, done // 4):
+    def extend(self, vectors: np.ndarray, known: np.ndarray, size: int) -> None:
+        """Add the known rows in [covered, size) and the stale ones (caller holds the cache's lock)."""
+        stale = np.unique(np.concatenate(self.stale)) if self.stale else np.zeros(0, dtype=np.int64)
+        fresh = np.flatnonzero(known[self.covered : size]) + self.covered
+        if not len(stale) and not len(fresh) and size <= self.covered:
             return
-        self.assignment = np.concatenate([self.assignment, _nearest(vectors[done:n], self.centroids)])
-        self.order = np.argsort(self.assignment, kind="stable").astype(np.int64)
-        self.starts = np.searchsorted(self.assignment[self.order], np.arange(len(self.centroids) + 1))
+        ids = np.concatenate([stale, fresh]).astype(np.int64)
+        faiss = _faiss()
+        with self._changing:
+            self._changing.wait_for(lambda: self._readers == 0)
+            if len(stale):  # absent ids are ignored: a stale row may be new
+                self.index.remove_ids(faiss.IDSelectorBatch(len(stale), faiss.swig_ptr(stale)))
+            _faiss_threads(len(ids) * self.index.nlist)
+            for start in range(0, len(ids), 65_536):  # a bounded copy of the rows at a time
+                chunk = ids[start : start + 65_536]
+                self.index.add_with_ids(vectors[chunk], chunk)
+            self.covered, self.stale = max(self.covered, size), []
 
-    def probe(self, query: np.ndarray, n: int) -> np.ndarray:
-        """Candidate positions for `query`: the rows of its `nprobe` nearest lists, and the tail."""
-        with _one_blas_thread():
-            scores = self.centroids @ query
-        nearest = np.argpartition(-scores, self.nprobe - 1)[: self.nprobe]
-        parts = [self.order[self.starts[c] : self.starts[c + 1]] for c in nearest.tolist()]
-        parts.append(np.arange(len(self.assignment), n, dtype=np.int64))
-        return np.concatenate(parts)
+    def search(self, unit: np.ndarray, fetch: int, alive: np.ndarray) -> np.ndarray:
+        """Up to `fetch` candidate positions per query (-1 pads), `alive` ones only, from the `nprobe`
+        lists nearest each query."""
+        faiss = _faiss()
+        bits = None
+        if not alive.all():
+            bits = np.packbits(alive, bitorder="little")
+        with self._changing:
+            self._readers += 1
+        try:
+            params = faiss.SearchParametersIVF(nprobe=self.nprobe)
+            if bits is not None:
+                params.sel = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
+            _faiss_threads(0)
+            _, ids = self.index.search(np.ascontiguousarray(unit, dtype=np.float32), fetch, params=params)
+        finally:
+            with self._changing:
+                self._readers -= 1
+                self._changing.notify_all()
+        if bits is None:  # rows past the caller's mask, added by a concurrent search, are not its rows
+            ids[ids >= len(alive)] = -1
+        return ids
 
     @property
     def nbytes(self) -> int:
-        return int(self.centroids.nbytes + self.assignment.nbytes + self.order.nbytes + self.starts.nbytes)
+        index = self.index
+        lists = index.ntotal * (index.code_size + 8)  # a code and an id per row
+        return int(lists + index.nlist * index.d * 4 + 2 * index.d * 4)  # + centroids, quantizer ranges
 
 
-def _nearest(rows: np.ndarray, centroids: np.ndarray, block: int = 65_536) -> np.ndarray:
-    """The index of the nearest centroid (largest dot product) of each row."""
-    out = np.empty(len(rows), dtype=np.int32)
-    for start in range(0, len(rows), block):
-        out[start : start + block] = np.argmax(rows[start : start + block] @ centroids.T, axis=1)
-    return out
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_faiss_module: Any = None
+
+
+def _faiss() -> Any:
+    """faiss, imported on first use: only caches above the exact limits need it."""
+    global _faiss_module
+    if _faiss_module is None:
+        import faiss
+
+        _faiss_module = faiss
+    return _faiss_module
+
+
+def _faiss_threads(work: int) -> None:
+    """Set faiss's OpenMP thread count for a call of about `work` row × list products."""
+    # libgomp keeps the count per calling thread, so it is set before each faiss call, in the thread
+    # making it: one thread for searches and small adds (less work than waking and spin-waiting OpenMP
+    # workers, which also steal the other core on a small shared machine), every core for bulk builds.
+    _faiss().omp_set_num_threads(1 if work < 1 << 24 else _CORES)
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limiter: Any = None
+_blas_controller: Optional[ThreadpoolController] = None
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """A context in which numpy's BLAS runs on one thread: for products this small, waking a second
+    thread costs more than it saves, worst when the other core is busy. The limit is process-wide, so
+    it is reference-counted: set when the first thread enters, restored when the last one leaves."""
+    global _blas_users, _blas_limiter, _blas_controller
+    with _blas_lock:
+        if _blas_users == 0:
+            if _blas_controller is None:  # faiss's own BLAS follows its OpenMP count: leave it alone
+                blas = ThreadpoolController().select(user_api="blas")
+                paths = [lib["filepath"] for lib in blas.info() if "faiss" not in os.path.basename(os.path.dirname(lib["filepath"]))]
+                _blas_controller = blas.select(filepath=paths)
+            _blas_limiter = _blas_controller.limit(limits=1)
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limiter.restore_original_limits()
+                _blas_limiter = None
 
 
 def _top(positions: np.ndarray, scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:

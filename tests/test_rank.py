@@ -1,4 +1,4 @@
-"""The no-LLM graph rankers as pure functions over small graphs computed by hand, and the vector cache."""
+"""The no-LLM graph rankers as pure functions over small graphs computed by hand."""
 
 import numpy as np
 import pytest
@@ -12,8 +12,6 @@ from llama_index_graphrag_milvus.graph import (
     personalized_pagerank,
     specificity,
 )
-from llama_index_graphrag_milvus import vectors as vectors_module
-from llama_index_graphrag_milvus.vectors import VectorCache
 
 
 def bridge_graph(hub_passages: int = 0):
@@ -98,69 +96,3 @@ def test_specificity_is_one_over_the_passages_an_entity_appears_in():
     graph = cache.snapshot()
     town, book = cache.entities.position[e("town")], cache.entities.position[e("book")]
     assert specificity(graph, np.array([town, book])).tolist() == pytest.approx([1 / 5, 1.0])
-
-
-def test_vector_cache_search_is_exact_and_respects_the_live_mask():
-    rng = np.random.default_rng(3)
-    vectors = rng.standard_normal((500, 16))
-    cache = VectorCache(16)
-    cache.put(range(300), vectors[:300])
-    cache.put(range(300, 500), vectors[300:])  # grows
-    alive = np.ones(500, dtype=bool)
-    alive[::2] = False
-    query = rng.standard_normal(16)
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    expected = np.argsort(-(unit @ (query / np.linalg.norm(query))))
-    expected = [int(p) for p in expected if alive[p]][:7]
-    positions, scores = cache.top_k(query, 7, alive)
-    assert positions.tolist() == expected
-    assert np.all(np.diff(scores) <= 0)
-    assert cache.similarity(query, positions) == pytest.approx(scores, abs=1e-5)
-    assert cache.similarity(query, np.array([10_000])).tolist() == [0.0]
-
-
-def test_above_the_exact_limit_search_probes_inverted_lists_and_finds_nearly_every_true_neighbour(monkeypatch):
-    monkeypatch.setattr(vectors_module, "EXACT_SEARCH_MAX_ROWS", 1_000)
-    rng = np.random.default_rng(4)
-    centres = rng.standard_normal((60, 32))
-    vectors = centres[rng.integers(60, size=20_000)] + 0.6 * rng.standard_normal((20_000, 32))  # clustered, like embeddings
-    cache = VectorCache(32)
-    cache.put(range(15_000), vectors[:15_000])
-    alive = np.ones(20_000, dtype=bool)
-    alive[::3] = False
-    queries = vectors[rng.integers(20_000, size=50)] + 0.3 * rng.standard_normal((50, 32))
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-    def recall(n):
-        hits = 0
-        for query, (positions, _) in zip(queries, cache.top_k_many(queries, 10, alive)):
-            assert alive[positions].all() and (positions < n).all()
-            exact = np.argsort(-(unit[:n] @ query))
-            hits += len(set(positions.tolist()) & set([p for p in exact.tolist() if alive[p]][:10]))
-        return hits / (10 * len(queries))
-
-    assert recall(15_000) >= 0.9
-    lists = cache._lists
-    assert lists is not None and lists.nprobe < len(lists.centroids) / 4  # it really probes a fraction
-    cache.put(range(15_000, 20_000), vectors[15_000:])  # new rows: scanned as a tail, then assigned
-    assert recall(20_000) >= 0.9
-
-
-@pytest.mark.parametrize("exact_max_rows", [10**9, 1_000])
-def test_threshold_search_finds_every_near_duplicate_and_nothing_below_the_threshold(monkeypatch, exact_max_rows):
-    monkeypatch.setattr(vectors_module, "EXACT_WITHIN_MAX_ROWS", exact_max_rows)
-    rng = np.random.default_rng(5)
-    vectors = rng.standard_normal((8_000, 32))
-    cache = VectorCache(32)
-    cache.put(range(8_000), vectors)
-    alive = np.ones(8_000, dtype=bool)
-    alive[7] = False
-    queries = vectors[:20] + 0.05 * rng.standard_normal((20, 32))  # near duplicates of rows 0..19
-    found = cache.within(queries, 0.9, 3, alive)
-    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    for i, (positions, scores) in enumerate(found):
-        q = queries[i] / np.linalg.norm(queries[i])
-        expected = [p for p in np.argsort(-(unit @ q)).tolist() if alive[p] and unit[p] @ q >= 0.9][:3]
-        assert positions.tolist() == expected
-        assert (scores >= 0.9).all()
-        assert (i in positions.tolist()) == (i != 7)
