@@ -134,7 +134,14 @@ def cmd_demo(args: argparse.Namespace) -> None:
 def cmd_eval(args: argparse.Namespace) -> None:
     from llama_index_graphrag_milvus.evaluation import run_benchmark
 
-    run_benchmark(args.data, args.out, uri=None if args.uri == DEFAULT_URI else args.uri, limit=args.limit)
+    run_benchmark(
+        args.data,
+        args.out,
+        uri=None if args.uri == DEFAULT_URI else args.uri,
+        limit=args.limit,
+        triples=not args.no_triples,
+        time_ingest=args.time_ingest,
+    )
 
 
 def _llm(args: argparse.Namespace) -> Any:
@@ -173,6 +180,14 @@ def parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", required=True, help="a directory in the format of shared/data/musique")
     evaluate.add_argument("--out", required=True, help="results JSON (a PNG chart is written beside it)")
     evaluate.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")
+    evaluate.add_argument(
+        "--no-triples",
+        action="store_true",
+        help="ignore triples.jsonl: raw text, graph from the offline extractor (the default without the file)",
+    )
+    evaluate.add_argument(
+        "--time-ingest", action="store_true", help="time the ingest uncached, against a plain dense ingest"
+    )
     return top
 
 

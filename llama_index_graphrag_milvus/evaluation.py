@@ -1,9 +1,11 @@
 """Multi-hop retrieval evaluation: Recall@k of dense retrieval and of Graph RAG configurations.
 
 The dataset format is that of HippoRAG's MuSiQue release as laid out in `shared/data/musique`:
-`corpus.jsonl` (id, title, text), `triples.jsonl` (id, triples) and `questions.jsonl` (id, question,
-gold_ids). Passages are ingested through the public API (`GraphRAGTransform` into a `MilvusGraphStore`)
-as nodes whose ids are the corpus ids; every method then runs on the same store and embedder.
+`corpus.jsonl` (id, title, text), `triples.jsonl` (id, triples; optional) and `questions.jsonl` (id,
+question, gold_ids). Passages are ingested through the public API (`GraphRAGTransform` into a
+`MilvusGraphStore`) as nodes whose ids are the corpus ids; every method then runs on the same store and
+embedder. Without `triples.jsonl` (or with `triples=False`) the passages are raw text: `title + "\n" +
+text` and no metadata, so the transform builds the graph with its offline extractor.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import NodeRelationship, QueryBundle, RelatedNodeInfo, TextNode
+
+from llama_index_graphrag_milvus.schema import normalize_name
 
 KS = (2, 5, 10)
 
@@ -102,21 +106,37 @@ def _jsonl(path: Path) -> List[Dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def load_dataset(directory: str | Path, limit: Optional[int] = None) -> Dataset:
-    """Passages as `TextNode`s (id = corpus id, title in metadata, triplets in metadata) and questions."""
+def load_dataset(
+    directory: str | Path, limit: Optional[int] = None, triples: bool = True, raw_text: Optional[bool] = None
+) -> Dataset:
+    """Passages as `TextNode`s (id = corpus id) and questions.
+
+    With triples (`triples.jsonl` exists and `triples`), each node holds its text, and its title and
+    triplets in metadata. Otherwise (`raw_text`, the default then) each node is raw text,
+    `title + "\n" + text`, with no metadata at all, as a user with only documents has them.
+    `raw_text=True` with triples keeps that text and puts the triplets in metadata, so that a graph from
+    the given triples and one from the text alone are measured on the same passage text.
+    """
     directory = Path(directory)
-    triples = {row["id"]: row.get("triples", []) for row in _jsonl(directory / "triples.jsonl")}
+    triples = triples and (directory / "triples.jsonl").exists()
+    given = {row["id"]: row.get("triples", []) for row in _jsonl(directory / "triples.jsonl")} if triples else {}
+    raw_text = (not triples) if raw_text is None else raw_text
     nodes = []
     for row in _jsonl(directory / "corpus.jsonl"):
-        node = TextNode(
-            id_=row["id"],
-            text=row["text"],
-            metadata={"title": row.get("title", ""), "triplets": triples.get(row["id"], [])},
-        )
+        title = row.get("title", "")
+        if raw_text:
+            text = f"{title}\n{row['text']}" if title else row["text"]
+            metadata: Dict[str, Any] = {}
+        else:
+            text, metadata = row["text"], {"title": title}
+        if triples:
+            metadata["triplets"] = given.get(row["id"], [])
+        node = TextNode(id_=row["id"], text=text, metadata=metadata)
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=row["id"])
         nodes.append(node)
     questions = _jsonl(directory / "questions.jsonl")[:limit]
-    return Dataset(name=directory.name, nodes=nodes, questions=questions)
+    name = directory.name if triples or not (directory / "triples.jsonl").exists() else f"{directory.name}_text_only"
+    return Dataset(name=name, nodes=nodes, questions=questions)
 
 
 def hops(question_id: str) -> str:
@@ -129,6 +149,7 @@ class MethodResult:
     recall: Dict[int, float] = field(default_factory=dict)
     recall_by_hops: Dict[str, Dict[int, float]] = field(default_factory=dict)
     latencies_ms: List[float] = field(default_factory=list)
+    per_question: List[Dict[int, float]] = field(default_factory=list)  # recall@k of each question
 
     def as_dict(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {f"recall@{k}": round(v, 4) for k, v in self.recall.items()}
@@ -157,6 +178,7 @@ def evaluate(
         scores = {k: len(gold & set(ranked[:k])) / len(gold) for k in KS}
         for k in KS:
             totals[k] += scores[k]
+        result.per_question.append(scores)
         per_hops.setdefault(hops(question["id"]), []).append(scores)
     n = max(1, len(questions))
     result.recall = {k: totals[k] / n for k in KS}
@@ -164,6 +186,69 @@ def evaluate(
         h: {k: sum(s[k] for s in rows) / len(rows) for k in KS} for h, rows in per_hops.items()
     }
     return result
+
+
+def paired_difference(
+    method: Sequence[Dict[int, float]], baseline: Sequence[Dict[int, float]], draws: int = 10_000, seed: int = 0
+) -> Dict[str, Any]:
+    """Per k: the mean per-question difference `method - baseline`, its 95% bootstrap interval
+    (questions resampled with replacement, `draws` times, fixed `seed`), and the questions won and lost."""
+    rng = np.random.default_rng(seed)
+    n = len(method)
+    picks = rng.integers(0, n, size=(draws, n)) if n else np.zeros((0, 0), dtype=int)
+    report: Dict[str, Any] = {}
+    for k in KS:
+        diff = np.array([m[k] - b[k] for m, b in zip(method, baseline)])
+        means = diff[picks].mean(axis=1) if n else np.zeros(1)
+        low, high = np.percentile(means, [2.5, 97.5])
+        report[f"recall@{k}"] = {
+            "diff": round(float(diff.mean()) if n else 0.0, 4),
+            "ci95": [round(float(low), 4), round(float(high), 4)],
+            "won": int((diff > 0).sum()),
+            "lost": int((diff < 0).sum()),
+        }
+    return report
+
+
+def extraction_stats(nodes: Sequence[TextNode], extractor: Any = None) -> Dict[str, Any]:
+    """Relations and entities per passage of the triplets in the nodes' metadata, and the time the
+    extractor takes on its own (on copies of the nodes, without their triplets) per 1,000 passages."""
+    from llama_index_graphrag_milvus.extract import CooccurrenceExtractor
+
+    relations = [len(n.metadata.get("triplets") or []) for n in nodes]
+    entities = [
+        len({normalize_name(x) for t in n.metadata.get("triplets") or [] for x in (t[0], t[2])}) for n in nodes
+    ]
+    stats: Dict[str, Any] = {
+        "relations_per_passage": round(sum(relations) / max(1, len(nodes)), 2),
+        "entities_per_passage": round(sum(entities) / max(1, len(nodes)), 2),
+    }
+    if extractor is not None or not any("triplets" in n.metadata for n in nodes):
+        extractor = extractor or CooccurrenceExtractor()
+        copies = [TextNode(id_=n.node_id, text=n.text, metadata={}) for n in nodes]
+        start = time.perf_counter()
+        extractor(copies)
+        stats["extractor"] = repr(extractor)
+        stats["extractor_s_per_1000_passages"] = round((time.perf_counter() - start) * 1000 / max(1, len(nodes)), 3)
+    return stats
+
+
+def dense_ingest_seconds(nodes: Sequence[TextNode], embed_model: BaseEmbedding, uri: str) -> float:
+    """Plain vector RAG's ingest of the same passages: embed them and write them to a `MilvusVectorStore`."""
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    dim = len(embed_model.get_text_embedding("warm up"))
+    copies = [TextNode(id_=n.node_id, text=n.text, metadata=dict(n.metadata)) for n in nodes]
+    for copy in copies:
+        copy.excluded_embed_metadata_keys = ["triplets"]
+    start = time.perf_counter()
+    vector_store = MilvusVectorStore(uri=uri, dim=dim, collection_name="dense_ingest", overwrite=True)
+    VectorStoreIndex(copies, storage_context=StorageContext.from_defaults(vector_store=vector_store),
+                     embed_model=embed_model)
+    seconds = time.perf_counter() - start
+    vector_store.client.close()
+    return seconds
 
 
 def run_benchmark(
@@ -177,9 +262,19 @@ def run_benchmark(
     chart: bool = True,
     log: Callable[[str], None] = print,
     embed_label: Optional[str] = None,
+    triples: bool = True,
+    raw_text: Optional[bool] = None,
+    extractor: Any = None,
+    time_ingest: bool = False,
 ) -> Dict[str, Any]:
     """Ingest `data`, then measure dense retrieval and each Graph RAG configuration in `methods`
-    (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (and a PNG beside it)."""
+    (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (and a PNG beside it).
+
+    Without triples (`triples=False`, or a dataset with no `triples.jsonl`) the passages are raw text
+    and the graph comes from `extractor` (default: the transform's `CooccurrenceExtractor`). With
+    `time_ingest`, the embedder is not cached during the ingest, and a plain dense ingest of the same
+    passages (embed, write to Milvus) is timed first, in the same run, for the ratio.
+    """
     from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
 
     if embed_model is None:
@@ -187,18 +282,29 @@ def run_benchmark(
 
         embed_model, embed_label = local_embed_model(), "all-MiniLM-L6-v2"
     methods = methods if methods is not None else DEFAULT_METHODS
-    dataset = load_dataset(data, limit)
+    dataset = load_dataset(data, limit, triples=triples, raw_text=raw_text)
     cache_dir = Path(cache_dir)
     cached = CachedEmbedding(embed_model, cache_dir / "embeddings.sqlite")
     uri = uri or str(cache_dir / f"{dataset.name}.db")
+    ingest: Dict[str, Any] = {}
+    if time_ingest:
+        ingest["dense_ingest_s"] = round(dense_ingest_seconds(dataset.nodes, embed_model, str(cache_dir / "dense.db")), 2)
+        log(f"plain dense ingest (embed + MilvusVectorStore): {ingest['dense_ingest_s']}s")
 
-    store = MilvusGraphStore(uri=uri, embed_model=cached, collection_prefix="bench", overwrite=True)
+    store = MilvusGraphStore(
+        uri=uri, embed_model=embed_model if time_ingest else cached, collection_prefix="bench", overwrite=True
+    )
     try:
         start = time.perf_counter()
-        GraphRAGTransform(store=store)(dataset.nodes)
+        transform = GraphRAGTransform(store=store, extractor=extractor)
+        transform(dataset.nodes)
         ingest_s = time.perf_counter() - start
+        store.embed_model = cached
         counts = store.count()
-        log(f"ingested {counts} in {ingest_s:.1f}s")
+        log(f"ingested {counts} in {ingest_s:.1f}s; built from {transform.built}")
+        if time_ingest:
+            ingest["graph_ingest_s"] = round(ingest_s, 2)
+            ingest["ratio"] = round(ingest_s / ingest["dense_ingest_s"], 2)
         vectors = [cached.get_query_embedding(q["question"]) for q in dataset.questions]
 
         def dense(bundle: QueryBundle) -> List[str]:
@@ -221,7 +327,19 @@ def run_benchmark(
         "counts": counts,
         "embed_model": embed_label or embed_model.model_name,
         "ingest_s": round(ingest_s, 2),
+        **({"ingest": ingest} if ingest else {}),
+        "graph_built_from": transform.built,
+        "extraction": extraction_stats(dataset.nodes, extractor if "given triplets" not in transform.built else None),
         "methods": {name: r.as_dict() for name, r in results.items()},
+        "vs_dense": {
+            name: paired_difference(r.per_question, results["dense"].per_question)
+            for name, r in results.items()
+            if name != "dense"
+        },
+        "per_question": {
+            name: {f"recall@{k}": [round(s[k], 3) for s in r.per_question] for k in KS} for name, r in results.items()
+        },
+        "question_ids": [q["id"] for q in dataset.questions],
         "configs": methods,
     }
     out = Path(out)
@@ -255,6 +373,14 @@ def format_table(report: Dict[str, Any]) -> str:
             f"| {name} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
             f"| {m['p50_ms']} | {m['p95_ms']} |"
         )
+    if report.get("vs_dense"):
+        lines += ["", "| vs dense (95% bootstrap CI; won/lost) | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
+        for name, d in report["vs_dense"].items():
+            cells = [
+                f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
+                for c in (d[f"recall@{k}"] for k in KS)
+            ]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

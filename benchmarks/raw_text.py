@@ -1,0 +1,149 @@
+"""Multi-hop recall from raw text (issue 13): the offline extractor's parameters, chosen by cross-validation.
+
+    python -m benchmarks.raw_text grid      # every config on both datasets (cached embeddings)
+    python -m benchmarks.raw_text final     # the chosen config, with ingest timed against plain dense
+
+Each config is ingested through the public API (raw `TextNode`s: title + newline + text, no metadata;
+`GraphRAGTransform(store, extractor=CooccurrenceExtractor(**config))`) and measured with the default
+`GraphRAGRetriever(store=..., similarity_top_k=10)`. The grid's per-question recalls go to
+`benchmarks/results/raw_text_grid.json`; `cv` picks a config on 4 folds of the questions of both
+datasets (fold i of each held out together) and scores it on the held-out fold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from llama_index_graphrag_milvus.evaluation import KS, paired_difference, run_benchmark  # noqa: E402
+from llama_index_graphrag_milvus.extract import CooccurrenceExtractor  # noqa: E402
+
+DATA = {"hotpotqa": "/work/shared/data/hotpotqa", "musique_text_only": "/work/shared/data/musique"}
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+CACHE = ROOT / ".cache" / "graphrag-milvus"
+GRID = {
+    "default": {},
+    "no_title_links": {"link_title": False},
+    "small": {"max_relations_per_sentence": 2, "max_relations_per_node": 8},
+    "large": {"max_relations_per_sentence": 5, "max_relations_per_node": 20},
+    "years": {"years": True},
+}
+METHODS = {"graphrag": {}}  # the default retriever only (run_benchmark adds similarity_top_k=10)
+
+
+def grid(names=None) -> None:
+    path = RESULTS / "raw_text_grid.json"
+    done = json.loads(path.read_text()) if path.exists() else {}
+    for config in names or GRID:
+        for dataset, directory in DATA.items():
+            if f"{config}/{dataset}" in done:
+                continue
+            report = run_benchmark(
+                directory, f"/tmp/raw_{config}_{dataset}.json", methods=METHODS, triples=False,
+                extractor=CooccurrenceExtractor(**GRID[config]), cache_dir=CACHE,
+                uri=str(CACHE / f"raw_{dataset}.db"), chart=False,
+            )
+            done[f"{config}/{dataset}"] = {
+                "config": GRID[config],
+                "extraction": report["extraction"],
+                "counts": report["counts"],
+                "ingest_s": report["ingest_s"],
+                "methods": report["methods"],
+                "vs_dense": report["vs_dense"],
+                "per_question": report["per_question"],
+            }
+            path.write_text(json.dumps(done, indent=1))
+
+
+def cv(folds: int = 5, seed: int = 0) -> dict:
+    """Leave-one-fold-out choice of the config (objective: mean gain in R@2 and R@5 over dense, both
+    datasets); returns the held-out per-question gains and which config each fold chose."""
+    done = json.loads((RESULTS / "raw_text_grid.json").read_text())
+    configs = [c for c in GRID if all(f"{c}/{d}" in done for d in DATA)]
+    rng = np.random.default_rng(seed)
+    fold_of = {d: rng.permutation(len(done[f"{configs[0]}/{d}"]["per_question"]["dense"]["recall@2"])) % folds
+               for d in DATA}
+
+    def gain(config, dataset, k):
+        pq = done[f"{config}/{dataset}"]["per_question"]
+        return np.array(pq["graphrag"][f"recall@{k}"]) - np.array(pq["dense"][f"recall@{k}"])
+
+    chosen, held = [], {d: {k: np.zeros(len(f)) for k in KS} for d, f in fold_of.items()}
+    for f in range(folds):
+        def train_score(config, f=f):
+            return np.mean([gain(config, d, k)[fold_of[d] != f].mean() for d in DATA for k in (2, 5)])
+        best = max(configs, key=lambda c: (round(train_score(c), 3), -list(GRID).index(c)))
+        chosen.append(best)
+        for d in DATA:
+            for k in KS:
+                held[d][k][fold_of[d] == f] = gain(best, d, k)[fold_of[d] == f]
+    out = {"folds": folds, "chosen_per_fold": chosen, "held_out": {}}
+    for d in DATA:
+        zeros = [{k: 0.0 for k in KS} for _ in held[d][2]]
+        as_rows = [{k: float(held[d][k][i]) for k in KS} for i in range(len(held[d][2]))]
+        out["held_out"][d] = paired_difference(as_rows, zeros)
+    return out
+
+
+def final(config: str = "default") -> None:
+    for dataset, directory in DATA.items():
+        out = RESULTS / ("hotpotqa_raw.json" if dataset == "hotpotqa" else "musique_raw.json")
+        report = run_benchmark(
+            directory, out, methods=METHODS, triples=False, extractor=CooccurrenceExtractor(**GRID[config]),
+            cache_dir=CACHE, uri=str(CACHE / f"raw_{dataset}.db"), chart=False, time_ingest=True,
+        )
+        if dataset == "musique_text_only":  # the LLM's triples on the same passage text, side by side
+            llm = run_benchmark(
+                directory, "/tmp/musique_llm_same_text.json", methods=METHODS, triples=True, raw_text=True,
+                cache_dir=CACHE, uri=str(CACHE / "raw_musique_llm.db"), chart=False,
+            )
+            report["llm_triples_same_text"] = {k: llm[k] for k in ("counts", "extraction", "methods", "vs_dense")}
+        report["config"] = {"name": config, **GRID[config]}
+        grid_path = RESULTS / "raw_text_grid.json"
+        if grid_path.exists():
+            report["cross_validation"] = cv()
+        out.write_text(json.dumps(report, indent=2))
+
+
+def ingest_ratio(dataset: str = "hotpotqa", n: int = 300, config: str = "default") -> dict:
+    """Plain dense ingest vs the graph ingest of the first `n` passages, uncached MiniLM, one run."""
+    import time
+
+    from llama_index_graphrag_milvus import GraphRAGTransform, MilvusGraphStore
+    from llama_index_graphrag_milvus.embeddings import local_embed_model
+    from llama_index_graphrag_milvus.evaluation import dense_ingest_seconds, load_dataset
+
+    model = local_embed_model()
+    model.get_text_embedding_batch(["warm up"] * 64)
+    nodes = load_dataset(DATA[dataset], triples=False).nodes[:n]
+    dense = dense_ingest_seconds(nodes, model, str(CACHE / "ratio_dense.db"))
+    store = MilvusGraphStore(uri=str(CACHE / "ratio_graph.db"), embed_model=model, collection_prefix="ratio",
+                             overwrite=True)
+    start = time.perf_counter()
+    GraphRAGTransform(store=store, extractor=CooccurrenceExtractor(**GRID[config]))(nodes)
+    graph = time.perf_counter() - start
+    counts = store.count()
+    store.close()
+    result = {"dataset": dataset, "passages": n, "config": config, "dense_ingest_s": round(dense, 2),
+              "graph_ingest_s": round(graph, 2), "ratio": round(graph / dense, 2), "counts": counts}
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    command = sys.argv[1] if len(sys.argv) > 1 else "grid"
+    if command == "grid":
+        grid(sys.argv[2:] or None)
+    elif command == "ratio":
+        ingest_ratio(*sys.argv[2:3], *[int(a) for a in sys.argv[3:4]])
+    elif command == "cv":
+        print(json.dumps(cv(), indent=1))
+    else:
+        final(*sys.argv[2:])
