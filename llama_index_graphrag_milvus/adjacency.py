@@ -28,6 +28,14 @@ class GraphCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._empty()
+
+    def reset(self) -> None:
+        """Forget everything (the store was cleared)."""
+        with self._lock:
+            self._empty()
+
+    def _empty(self) -> None:
         self.entities = IntIds()
         self.relations = IntIds()
         self.passages = StrIds()

@@ -5,13 +5,33 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import Any, List
+from typing import Any, List, Optional
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 #: The dimension of the bundled MiniLM's vectors.
 LOCAL_EMBED_DIM = 384
+
+
+def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
+    """The given model; else `Settings.embed_model` if set or OpenAI is usable; else the bundled MiniLM."""
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    if Settings._embed_model is not None or os.environ.get("OPENAI_API_KEY"):
+        return Settings.embed_model
+    try:
+        return local_embed_model()
+    except ImportError as exc:
+        from llama_index_graphrag_milvus.milvus import GraphStoreError
+
+        raise GraphStoreError(
+            "No embed_model was given, Settings.embed_model is unset and OPENAI_API_KEY is not set. "
+            "Pass embed_model=..., set OPENAI_API_KEY, or install the offline embedder: "
+            "pip install 'llama-index-graphrag-milvus[local]'"
+        ) from exc
 
 
 def local_embed_model(**kwargs: Any) -> BaseEmbedding:

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import io
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_graphrag_milvus.retriever import RELATIONS_KEY, Retrieval
-from llama_index_graphrag_milvus.schema import ScoredRelation, normalize_name
+from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, normalize_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -39,52 +37,43 @@ _CHOSEN = "#d62728"
 _PASSAGE, _PASSAGE_EDGE = "#d8f0d2", "#2e8b3e"
 
 
-@dataclass
 class Explanation:
     """One retrieval, step by step: from the question's entities to the passages returned.
 
+    It shows a `Retrieval` (the record `GraphRAGRetriever.trace` returns), with the texts of its
+    candidate relations read from the store.
+
     Attributes:
-        query: The question.
-        mentions: The entity names taken from the question (LLM NER, or known names matched).
-        seed_entities: The entities found for the mentions, as (entity id, name, cosine).
-        seed_relations: The relations nearest to the question.
-        candidates: The relations reached by expanding the seeds, best first (cosine to the question;
-            after an LLM rerank, its order).
-        chosen: The relations the rerank chose, best first.
-        thought_process: The LLM's reasoning, when an LLM reranked and gave one.
-        reranker: "llm", or the graph ranking used without one ("chain", "ppr", "similarity").
-        passages: The passages returned; each carries the relations that chose it in
-            `node.metadata["graphrag_relations"]`.
-        retrieval: The `Retrieval` this explains.
+        retrieval: The `Retrieval` this explains; its fields are also readable here (`query`,
+            `mentions`, `seed_entities`, `seed_relations`, `chosen`, `thought_process`, `reranker`).
+        candidates: The relations reached by expanding the seeds, with their texts, best first (cosine to
+            the question).
+        passages: The passages returned; `relations_of(passage)` gives the relations that chose each.
     """
 
-    query: str
-    mentions: List[str]
-    seed_entities: List[Tuple[int, str, float]]
-    seed_relations: List[ScoredRelation]
-    candidates: List[ScoredRelation]
-    chosen: List[ScoredRelation]
-    thought_process: Optional[str]
-    reranker: Optional[str]
-    passages: List[NodeWithScore]
-    retrieval: Retrieval = field(repr=False)
+    def __init__(self, retrieval: Retrieval, candidates: List[ScoredRelation]) -> None:
+        self.retrieval = retrieval
+        self.candidates = sorted(candidates, key=lambda r: -r.score)
 
     @classmethod
-    def from_retrieval(cls, run: Retrieval, store: "MilvusGraphStore") -> "Explanation":
-        """Explain `run`; the relations' texts are read from `store` where the retrieval left them out."""
-        store.describe([*run.seed_relations, *run.candidates, *run.chosen])
-        return cls(
-            query=run.query,
-            mentions=list(run.mentions),
-            seed_entities=list(run.seed_entities),
-            seed_relations=list(run.seed_relations),
-            candidates=sorted(run.candidates, key=lambda r: -r.score),
-            chosen=list(run.chosen),
-            thought_process=run.thought_process,
-            reranker=run.reranker,
-            passages=list(run.nodes),
-            retrieval=run,
-        )
+    def of(cls, run: Retrieval, store: "MilvusGraphStore") -> "Explanation":
+        """Explain `run`, reading the texts of its candidates from `store`."""
+        texts = store.describe([c.id for c in run.candidates])
+        candidates = [
+            ScoredRelation(c.id, texts[c.id].subject, texts[c.id].predicate, texts[c.id].object, c.score, c.passage_ids)
+            for c in run.candidates
+            if c.id in texts
+        ]
+        return cls(run, candidates)
+
+    query = property(lambda self: self.retrieval.query)
+    mentions = property(lambda self: self.retrieval.mentions)
+    seed_entities = property(lambda self: self.retrieval.seed_entities)
+    seed_relations = property(lambda self: self.retrieval.seed_relations)
+    chosen = property(lambda self: self.retrieval.chosen)
+    thought_process = property(lambda self: self.retrieval.thought_process)
+    reranker = property(lambda self: self.retrieval.reranker)
+    passages = property(lambda self: self.retrieval.nodes)
 
     @property
     def by_llm(self) -> bool:
@@ -93,14 +82,7 @@ class Explanation:
 
     def relations_of(self, passage: NodeWithScore) -> List[ScoredRelation]:
         """The relations that chose a returned passage."""
-        known = self._known_relations()
-        return [known[text] for text in passage.node.metadata.get(RELATIONS_KEY, []) if text in known]
-
-    def _known_relations(self) -> Dict[str, ScoredRelation]:
-        known: Dict[str, ScoredRelation] = {}
-        for relation in [*self.chosen, *self.seed_relations, *self.candidates]:
-            known.setdefault(str(relation), relation)
-        return known
+        return list(self.retrieval.via.get(passage.node.node_id, []))
 
     # text ---------------------------------------------------------------------------------------
     def to_text(self, max_candidates: int = 10, width: int = 100) -> str:
@@ -132,7 +114,7 @@ class Explanation:
             text = textwrap.shorten(hit.node.get_content(), max(40, width - 30), placeholder=" ...")
             score = "" if hit.score is None else f" {hit.score:.3f}"
             lines.append(f"  {rank}. [{_doc(hit)}]{score}  {text}")
-            lines += [f"       via {relation}" for relation in hit.node.metadata.get(RELATIONS_KEY, [])]
+            lines += [f"       via {relation}" for relation in self.relations_of(hit)]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -201,9 +183,9 @@ def _short(text: str, width: int = 18, lines: int = 2) -> str:
     return "\n".join(wrapped)
 
 
-def _drawn_relations(explanation: Explanation, max_relations: int) -> List[ScoredRelation]:
-    """Chosen, behind a passage, seeds, then the best candidates, up to `max_relations` (the first
-    three kinds always), without repeats."""
+def drawn_relations(explanation: Explanation, max_relations: int = MAX_DRAWN_RELATIONS) -> List[ScoredRelation]:
+    """The relations a drawing shows: chosen, behind a passage, seeds, then the best candidates, up to
+    `max_relations` (the first three kinds always), without repeats."""
     picked: Dict[int, ScoredRelation] = {}
     always = [*explanation.chosen]
     for hit in explanation.passages:
@@ -215,14 +197,14 @@ def _drawn_relations(explanation: Explanation, max_relations: int) -> List[Score
         if len(picked) >= max_relations:
             break
         picked.setdefault(relation.id, relation)
-    return [r for r in picked.values() if r.predicate]  # texts unknown (deleted since): not drawable
+    return list(picked.values())
 
 
 def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) -> "Figure":
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyArrowPatch, Patch
 
-    relations = _drawn_relations(explanation, max_relations)
+    relations = drawn_relations(explanation, max_relations)
     # chosen: by the rerank, or behind a returned passage (the chain that led to it)
     chosen = {r.id for r in explanation.chosen}
     chosen |= {r.id for hit in explanation.passages for r in explanation.relations_of(hit)}

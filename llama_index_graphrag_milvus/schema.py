@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 _SPACE = re.compile(r"\s+")
 
@@ -108,9 +108,26 @@ def parse_triplets(values: Any) -> Tuple[List[Triplet], int]:
     return list(triplets.values()), skipped
 
 
-@dataclass
+class ScoredEntity(NamedTuple):
+    """An entity found for a query: its id, its name as first written, and its cosine to a mention."""
+
+    id: int
+    name: str
+    score: float
+
+
+class Candidate(NamedTuple):
+    """A relation reached by a retrieval's expansion: its id, its cosine to the question, and the
+    passages that state it."""
+
+    id: int
+    score: float
+    passage_ids: List[str]
+
+
+@dataclass(frozen=True)
 class ScoredRelation:
-    """A relation found for a query, with its score and the passages it came from."""
+    """A relation found for a query, with its score and the passages that state it."""
 
     id: int
     subject: str
@@ -125,6 +142,42 @@ class ScoredRelation:
 
     def __str__(self) -> str:
         return f"{self.subject} —[{self.predicate}]→ {self.object}"
+
+
+@dataclass
+class Retrieval:
+    """What one retrieval did, step by step: the record `GraphRAGRetriever.trace` returns and
+    `Explanation` shows.
+
+    Attributes:
+        query: The question.
+        mentions: The entity names taken from the question (LLM NER, or known names matched).
+        seed_entities: The entities found for the mentions.
+        seed_relations: The relations nearest to the question.
+        dense: Dense retrieval's passages, as (passage id, cosine), best first.
+        candidates: The relations reached by expanding the seeds, best first (their texts are not read:
+            `Explanation` reads them).
+        reached: How many relations the expansion touched before the candidates were cut.
+        reranker: The ranking that ordered the passages ("chain", "ppr", "similarity", or "llm" when an
+            LLM's choice came first).
+        chosen: The relations the ranking chose, best first (the chain followed).
+        thought_process: The LLM's reasoning, when an LLM reranked and gave one.
+        nodes: The passages returned, as the ingested nodes.
+        via: For each returned node (by `node_id`), the relations that selected it.
+    """
+
+    query: str
+    mentions: List[str] = field(default_factory=list)
+    seed_entities: List[ScoredEntity] = field(default_factory=list)
+    seed_relations: List[ScoredRelation] = field(default_factory=list)
+    dense: List[Tuple[str, float]] = field(default_factory=list)
+    candidates: List[Candidate] = field(default_factory=list)
+    reached: int = 0
+    reranker: Optional[str] = None
+    chosen: List[ScoredRelation] = field(default_factory=list)
+    thought_process: Optional[str] = None
+    nodes: List[Any] = field(default_factory=list)  # NodeWithScore
+    via: Dict[str, List[ScoredRelation]] = field(default_factory=dict)
 
 
 def chunked(items: Sequence[Any], size: int):

@@ -315,10 +315,11 @@ def retrieved(store: Any, question: str, k: int) -> list[list[str]]:
 def expansion_mismatches(store: Any) -> dict[str, int]:
     """Expansion by Milvus queries against the in-memory walk, from every entity, at degrees 1 and 2."""
     from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
-    from llama_index_graphrag_milvus.remote import MilvusExpander
+    from llama_index_graphrag_milvus.backends.milvus import MilvusExpander
 
-    cache, graph = store.cache, store.graph
-    expander = MilvusExpander(store.client, store.relations_collection)
+    cache = store.backend.cache
+    graph = cache.snapshot()
+    expander = MilvusExpander(store.collections)
     checks = mismatches = 0
     for degree in (1, 2):
         for eid in [e for e in cache.entities.ids if cache.has_entity(e)]:
@@ -337,7 +338,7 @@ def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> 
     same passages, as the in-memory store, from the same seeds."""
     from llama_index_graphrag_milvus import GraphRAGRetriever
     from llama_index_graphrag_milvus.examples import EULER_QUESTION
-    from llama_index_graphrag_milvus.retriever import Retrieval
+    from llama_index_graphrag_milvus.backends import Expansion
 
     other = open_milvus_store()
     checks = mismatches = 0
@@ -345,11 +346,17 @@ def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> 
         for question in (QUESTION, EULER_QUESTION, "What did Jakob Bernoulli discover?"):
             for degree in (1, 2):
                 reference = GraphRAGRetriever(store=store, reranker="similarity", expansion_degree=degree).trace(question)
-                run = Retrieval(query=question, seed_entities=list(reference.seed_entities))
-                vector = other.embed_model.get_query_embedding(question)
-                GraphRAGRetriever(store=other, reranker="similarity", expansion_degree=degree)._gather(run, vector)
+                hood = other.expand(
+                    Expansion(
+                        vector=other.embed_model.get_query_embedding(question),
+                        entities=[e.id for e in reference.seed_entities],
+                        relations=[r.id for r in reference.seed_relations],
+                        degree=degree,
+                        with_context=False,
+                    )
+                )
                 want = {r.id: sorted(r.passage_ids) for r in reference.candidates}
-                got = {r.id: sorted(r.passage_ids) for r in run.candidates}
+                got = {r: sorted(hood.passages_of(r)) for r in hood.relation_ids()}
                 checks += 1
                 mismatches += want != got or not want
     finally:
@@ -372,7 +379,7 @@ def scenario(
     try:
         steps("ingest", lambda: ingest(store))
         steps("count_after_ingest", store.count)
-        steps("cache_after_ingest", store.cache.counts)
+        steps("cache_after_ingest", store.backend.counts)
         steps("retrieve_question", lambda: retrieved(store, QUESTION, 3))
         steps("retrieve_euler", lambda: retrieved(store, EULER_QUESTION, 4))
         steps("milvus_expansion_mismatches", lambda: expansion_mismatches(store))
@@ -382,7 +389,7 @@ def scenario(
         if second is not None:
             try:
                 steps("reopen_count", second.count)
-                steps("reopen_cache", second.cache.counts)
+                steps("reopen_cache", second.backend.counts)
                 steps("reopen_retrieve_question", lambda: retrieved(second, QUESTION, 3))
             finally:
                 second.close()
@@ -390,13 +397,13 @@ def scenario(
             steps("other_process", second_process)
         steps("delete", lambda: store.delete(DELETED_DOC))
         steps("count_after_delete", store.count)
-        steps("cache_after_delete", store.cache.counts)
+        steps("cache_after_delete", store.backend.counts)
         steps("retrieve_euler_after_delete", lambda: retrieved(store, EULER_QUESTION, 4))
         third = steps("reopen_after_delete_open", open_store)
         if third is not None:
             try:
                 steps("reopen_after_delete_count", third.count)
-                steps("reopen_after_delete_cache", third.cache.counts)
+                steps("reopen_after_delete_cache", third.backend.counts)
             finally:
                 third.close()
     finally:
@@ -411,7 +418,7 @@ from llama_index_graphrag_milvus import MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 store = MilvusGraphStore(uri={uri!r}, embed_model=HashEmbedding(dim=64), collection_prefix={prefix!r})
 try:
-    out = {{"count": store.count(), "cache": store.cache.counts(), "retrieve_question": retrieved(store, QUESTION, 3)}}
+    out = {{"count": store.count(), "cache": store.backend.counts(), "retrieve_question": retrieved(store, QUESTION, 3)}}
 finally:
     store.close()
 print("RESULT " + json.dumps(out))
@@ -489,12 +496,12 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
                 refused = str(exc)
             path = Path(tempfile.mkdtemp(prefix="graphrag-snapshot-")) / "graph.npz"
             first = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=str(path))
-            counts = first.cache.counts()
+            counts = first.backend.counts()
             first.close()
             second = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=str(path))
             try:
                 return {"refused": refused, "saved": path.exists(), "reopened_from_file": second._snapshot_current,
-                        "same_counts": second.cache.counts() == counts == second.count()}
+                        "same_counts": second.backend.counts() == counts == second.count()}
             finally:
                 second.close()
                 shutil.rmtree(path.parent, ignore_errors=True)

@@ -6,7 +6,7 @@ import pytest
 from llama_index.core.ingestion import IngestionPipeline
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
-from llama_index_graphrag_milvus.explain import Explanation, _drawn_relations
+from llama_index_graphrag_milvus.explain import Explanation, drawn_relations
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
 
 from conftest import graph_llm
@@ -102,12 +102,12 @@ def test_the_drawing_keeps_the_best_candidates_and_always_the_chosen(store):
     always = {r.id for r in explanation.chosen} | {r.id for r in explanation.seed_relations}
     always |= {r.id for hit in explanation.passages for r in explanation.relations_of(hit)}
 
-    few = {r.id for r in _drawn_relations(explanation, max_relations=1)}
-    everything = {r.id for r in _drawn_relations(explanation, max_relations=1000)}
+    few = {r.id for r in drawn_relations(explanation, max_relations=1)}
+    everything = {r.id for r in drawn_relations(explanation, max_relations=1000)}
 
     assert few == always
     assert everything == {r.id for r in explanation.candidates} | always
-    capped = _drawn_relations(explanation, max_relations=len(always) + 2)
+    capped = drawn_relations(explanation, max_relations=len(always) + 2)
     extra = [r for r in capped if r.id not in always]
     best = [r for r in explanation.candidates if r.id not in always][:2]
     assert [r.id for r in extra] == [r.id for r in best]

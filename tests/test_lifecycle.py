@@ -54,7 +54,7 @@ def test_an_upserted_document_leaves_no_stale_relation_or_entity(make_store):
     assert relation_texts(store) == ["Ann wrote Dusk", "Bob visited Orsk"]
     assert entity_names(store) == ["Ann", "Bob", "Dusk", "Orsk"]  # "Dawn" went; "Orsk" is still Bob's
     assert store.count() == {"entities": 4, "relations": 2, "passages": 2}
-    assert store.cache.counts() == store.count()
+    assert store.backend.counts() == store.count()
     texts = [n.node.text for n in GraphRAGRetriever(store=store, similarity_top_k=5).retrieve("Ann wrote")]
     assert "Ann wrote Dawn." not in texts and "Ann wrote Dusk." in texts
 
@@ -258,7 +258,7 @@ def test_an_ingest_interrupted_halfway_leaves_a_consistent_store_and_resumes(mak
     resumed = make_store(uri=uri, embed_model=HashEmbedding(dim=64), batch_size=8)  # the rebuild tolerates it
     GraphRAGTransform(store=resumed)(bernoulli_documents())
     assert resumed.count() == reference.count()
-    assert resumed.cache.counts() == reference.count()
+    assert resumed.backend.counts() == reference.count()
     for question in QUESTIONS:
         got = [h.node.node_id for h in GraphRAGRetriever(store=resumed, similarity_top_k=3).retrieve(question)]
         want = [h.node.node_id for h in GraphRAGRetriever(store=reference, similarity_top_k=3).retrieve(question)]
@@ -270,7 +270,7 @@ def test_clear_empties_the_store_and_it_keeps_working(make_store):
     GraphRAGTransform(store=store)(bernoulli_documents())
     store.clear()
     assert store.count() == {"entities": 0, "relations": 0, "passages": 0}
-    assert store.cache.counts() == store.count()
+    assert store.backend.counts() == store.count()
     GraphRAGTransform(store=store)(bernoulli_documents()[:1])
     assert store.count()["passages"] == 1
     assert [h.node.node_id for h in GraphRAGRetriever(store=store).retrieve("Jakob")] == ["bernoulli-jakob"]
@@ -295,4 +295,4 @@ async def test_store_aadd_and_adelete_inside_a_running_loop(make_store):
     await store.aadd(bernoulli_documents())
     assert store.count()["passages"] == 5
     await store.adelete("basel")
-    assert store.count()["passages"] == 4 and store.cache.counts() == store.count()
+    assert store.count()["passages"] == 4 and store.backend.counts() == store.count()

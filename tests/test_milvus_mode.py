@@ -5,6 +5,8 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
+from llama_index_graphrag_milvus.backends.memory import MemoryGraph
+from llama_index_graphrag_milvus.backends.milvus import MilvusGraph
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
 
 from conftest import graph_llm
@@ -22,7 +24,7 @@ def pair(make_store, tmp_path):
 
 def test_nothing_is_held_in_memory_and_writes_are_the_same(make_store, tmp_path):
     memory, milvus = pair(make_store, tmp_path)
-    assert milvus.cache.counts() == {"entities": 0, "relations": 0, "passages": 0}
+    assert isinstance(milvus.backend, MilvusGraph) and isinstance(memory.backend, MemoryGraph)
     assert milvus.count() == memory.count() == {"entities": 21, "relations": 22, "passages": 5}
     IngestionPipeline(transformations=[SentenceSplitter(), GraphRAGTransform(store=milvus)]).run(documents=bernoulli_documents())
     assert milvus.count() == memory.count()  # idempotent without the adjacency too

@@ -6,7 +6,7 @@ from llama_index.core.schema import TextNode
 
 from llama_index_graphrag_milvus import GraphRAGTransform
 from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
-from llama_index_graphrag_milvus.remote import MilvusExpander
+from llama_index_graphrag_milvus.backends.milvus import MilvusExpander
 
 
 def random_corpus(seed=5, passages=60, entities=40):
@@ -36,8 +36,9 @@ def on_positions(cut, cache):
 def test_milvus_expansion_matches_the_in_memory_one(make_store, degree, keep):
     store = make_store()
     GraphRAGTransform(store=store)(random_corpus())
-    cache, graph = store.cache, store.graph
-    expander = MilvusExpander(store.client, store.relations_collection)
+    cache = store.backend.cache
+    graph = cache.snapshot()
+    expander = MilvusExpander(store.collections)
     rng = np.random.default_rng(degree)
     entity_ids = [e for e in cache.entities.ids if cache.has_entity(e)]
     relation_ids = [r for r in cache.relations.ids if cache.has_relation(r)]

@@ -48,11 +48,11 @@ def test_synonym_links_are_stored_and_reloaded(make_store, tmp_path):
     ]
     GraphRAGTransform(store=store)(nodes[:1])
     GraphRAGTransform(store=store)(nodes[1:])  # the link to a stored entity is found by search
-    assert store.cache.synonym_count() == 1  # same words, same hash vector: "Ann Lee" ~ "Lee Ann"
+    assert store.backend.cache.synonym_count() == 1  # same words, same hash vector: "Ann Lee" ~ "Lee Ann"
     store.close()
     reopened = make_store(uri=uri, embed_model=HashEmbedding(dim=64))
-    assert reopened.cache.synonym_count() == 1
-    graph = reopened.graph
+    assert reopened.backend.cache.synonym_count() == 1
+    graph = reopened.backend.cache.snapshot()
     assert graph.entity_entity.nnz == 2  # symmetric
 
 
@@ -63,7 +63,7 @@ def test_no_synonym_links_when_disabled(make_store):
     GraphRAGTransform(store=store)(
         [TextNode(text="x", metadata={"triplets": [["Ann Lee", "wrote", "Dawn"], ["Lee Ann", "born in", "Orsk"]]})]
     )
-    assert store.cache.synonym_count() == 0
+    assert store.backend.cache.synonym_count() == 0
 
 
 def write_musique_like(directory):

@@ -30,7 +30,7 @@ def test_ingest_writes_entities_relations_and_passages(make_store):
     ingest(store)
     # 22 distinct triplets; "leonhard Euler" and "Leonhard Euler" are one entity
     assert store.count() == {"entities": 21, "relations": 22, "passages": 5}
-    assert store.cache.counts() == store.count()
+    assert store.backend.counts() == store.count()
 
 
 def test_running_the_pipeline_twice_changes_no_row_count(make_store):
@@ -50,7 +50,7 @@ def test_a_second_store_on_the_same_path_retrieves_the_same_passages(make_store,
 
     second = make_store(uri=uri)
     assert second.count() == {"entities": 21, "relations": 22, "passages": 5}
-    assert second.cache.counts() == second.count()
+    assert second.backend.counts() == second.count()
     assert retrieved(second) == expected
 
 
@@ -115,7 +115,7 @@ def test_delete_removes_the_document_and_what_only_it_supported(make_store):
     store.delete("bernoulli-daniel")
     # Daniel's 5 relations go, and 5 of its 6 entities: "Johann Bernoulli" is still used elsewhere
     assert store.count() == {"entities": 16, "relations": 17, "passages": 4}
-    assert store.cache.counts() == store.count()
+    assert store.backend.counts() == store.count()
     assert "bernoulli-daniel" not in {
         n.node.ref_doc_id for n in GraphRAGRetriever(store=store, similarity_top_k=4).retrieve(EULER_QUESTION)
     }

@@ -1,0 +1,185 @@
+"""`MemoryGraph`: the adjacency as a cache in this process, with its snapshot file.
+
+The cache (`GraphCache`) is built when the store opens: from the snapshot file when it is current,
+else from the rows in Milvus, read page by page. Writes update it in place (`scope()` is the whole
+cache). Retrieval walks it in memory, cutting every step by similarity to the question.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+from llama_index_graphrag_milvus import snapshot as snapshot_file
+from llama_index_graphrag_milvus.adjacency import GraphCache
+from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_passages
+from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations, neighbours, union, unique
+from llama_index_graphrag_milvus.milvus import ENTITIES, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.search import CachedSearch, VectorSearch
+
+logger = logging.getLogger(__name__)
+
+#: Candidates (best first) whose entities' synonyms add relations.
+SYNONYM_SOURCES = 50
+
+
+class MemoryGraph:
+    """The `GraphBackend` whose adjacency lives in this process.
+
+    Args:
+        collections: The store's collections (the source of truth).
+        search: The store's vector search; a `CachedSearch` is filled and saved with the adjacency.
+        cache: The adjacency, shared with `search`.
+        snapshot: The snapshot file, or None for none.
+        meta: The settings a snapshot must have been saved under to be used.
+    """
+
+    def __init__(
+        self,
+        collections: Collections,
+        search: VectorSearch,
+        cache: GraphCache,
+        snapshot: Optional[Path],
+        meta: Dict[str, Any],
+    ) -> None:
+        self.collections, self.search, self.cache = collections, search, cache
+        self.snapshot, self.meta = snapshot, meta
+        self._current = False  # the snapshot file holds exactly what the caches hold
+        self._vectors = search if isinstance(search, CachedSearch) else None
+
+    # the GraphBackend protocol ----------------------------------------------------------------
+    def open(self) -> None:
+        """Fill the caches: from the snapshot file when it is current, else from Milvus' rows."""
+        self._current = False
+        if self.snapshot is not None and self.snapshot.exists():
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                counting = pool.submit(self.collections.counts)  # Milvus counts while the file is read
+                loaded = snapshot_file.load(self.snapshot, self.meta)
+                if loaded is not None:
+                    self._fill(loaded[0])
+                    counted = counting.result()
+                    if loaded[1] == counted:
+                        self._current = True
+                        return
+                    logger.info(
+                        "Snapshot %s is stale (it holds %s rows, Milvus %s); rebuilding from Milvus.",
+                        self.snapshot, loaded[1], counted,
+                    )
+                    self.reset()
+        self._fill(snapshot_file.read_columns(self.collections, with_vectors=self._vectors is not None))
+
+    def close(self) -> None:
+        """Save the caches for the next open, if they hold what Milvus holds."""
+        if self.snapshot is None or self._current:
+            return
+        columns = self.columns()
+        held = {"relations": len(columns.relation_ids), "passages": len(columns.passage_ids)}
+        counted = self.collections.counts()
+        # Milvus may also hold entities with no relation, left by an interrupted write: not cached
+        if held != {k: counted[k] for k in held} or len(columns.entity_ids) > counted["entities"]:
+            logger.info("Not saving a snapshot: the caches hold %s rows, Milvus %s.", held, counted)
+            return
+        snapshot_file.save(self.snapshot, columns, self.meta, counted)
+        self._current = True
+
+    def reset(self) -> None:
+        self.cache.reset()
+        self.search.reset()
+
+    def writing(self) -> None:
+        if self.snapshot is not None:
+            snapshot_file.discard(self.snapshot)
+        self._current = False
+
+    def scope(
+        self, passage_ids: Sequence[str] = (), relation_ids: Sequence[int] = (), entity_ids: Sequence[int] = ()
+    ) -> GraphCache:
+        return self.cache
+
+    def has_entities(self, ids: np.ndarray) -> np.ndarray:
+        return self.cache.entities.lookup(np.asarray(ids, dtype=np.int64)) >= 0
+
+    def counts(self) -> Dict[str, int]:
+        return self.cache.counts()
+
+    @property
+    def snapshot_used(self) -> bool:
+        """Whether the caches hold exactly what the snapshot file holds."""
+        return self._current
+
+    def expand(self, request: Expansion) -> Neighbourhood:
+        """Walk from the seeds (never through hubs); with context, add the relations of the top dense
+        passages and the best relations of the synonyms of the best candidates' entities. Every step is
+        cut to the `cap` relations most similar to the question, so a hub costs one pass."""
+        cache, graph = self.cache, self.cache.snapshot()
+        hubs = hub_passages(graph, request.hub_fraction)
+        entities = _found(cache.entities.lookup(np.asarray(list(request.entities), dtype=np.int64)))
+        relations = _found(cache.relations.lookup(np.asarray(list(request.relations), dtype=np.int64)))
+        through = graph.passage_counts <= hubs  # a walk does not continue through hubs
+
+        def cut(positions: np.ndarray) -> np.ndarray:
+            return self.search.rank_relations(request.vector, cache, positions, request.cap)[0]
+
+        reached = union(
+            expand_from_entities(graph, entities, request.degree, through, cut),
+            expand_from_relations(graph, relations, request.degree, through, cut),
+        )
+        touched = len(reached)
+        if request.with_context:
+            ranked = cut(reached)
+            top_passages = _found(cache.passages.lookup(list(request.passages))) if request.passages else _EMPTY
+            from_passages = graph.relations_of_passages(top_passages)
+            reached = union(ranked, from_passages)
+            if request.synonyms:  # from the entities of the best candidates only
+                sources = union(ranked[:SYNONYM_SOURCES], from_passages)
+                synonyms = unique(neighbours(graph.entity_entity, graph.entities_of_relations(sources)))
+                extra = graph.relations_of_entities(synonyms[through[synonyms]])
+                touched += len(extra)
+                reached = union(reached, cut(extra))
+        positions, similarities = self.search.rank_relations(request.vector, cache, reached, request.cap)
+        return Neighbourhood(graph, cache, positions, similarities, hubs, touched)
+
+    # filling and saving -------------------------------------------------------------------------
+    def _fill(self, columns: snapshot_file.Columns) -> None:
+        cache = self.cache
+        cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
+        cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
+        cache.name_entities(columns.entity_ids, columns.entity_names)
+        entities = cache.entities.lookup(columns.entity_ids)
+        cache.add_synonym_positions(entities[columns.synonyms[:, 0]], entities[columns.synonyms[:, 1]])
+        if self._vectors is not None and columns.has_vectors:
+            # a fresh cache filled from distinct ids gives them positions 0, 1, ... in order
+            fresh = len(cache.relations) == len(columns.relation_ids) and len(cache.passages) == len(columns.passage_ids)
+            if fresh:
+                relations, passages = np.arange(len(columns.relation_ids)), np.arange(len(columns.passage_ids))
+            else:
+                relations = cache.relations.lookup(columns.relation_ids)
+                passages = cache.passages.lookup(columns.passage_ids)
+            self._vectors.fill(RELATIONS, relations, columns.relation_vectors)
+            self._vectors.fill(PASSAGES, passages, columns.passage_vectors)
+            used = entities >= 0  # an entity with no relation (left by an interrupted write) is not searched
+            self._vectors.fill(ENTITIES, entities[used], columns.entity_vectors[used])
+        cache.compact()
+
+    def columns(self) -> snapshot_file.Columns:
+        """What the caches hold, as `Columns` (what the snapshot file saves; the inverse of `_fill`)."""
+        exported = self.cache.export()
+        columns = snapshot_file.Columns(
+            **{name: exported[name] for name in snapshot_file.ADJACENCY_COLUMNS}
+        )
+        if self._vectors is not None:
+            columns.relation_vectors = self._vectors.rows(RELATIONS, exported["relation_positions"])
+            columns.passage_vectors = self._vectors.rows(PASSAGES, exported["passage_positions"])
+            columns.entity_vectors = self._vectors.rows(ENTITIES, exported["entity_positions"])
+        return columns
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _found(positions: np.ndarray) -> np.ndarray:
+    return positions[positions >= 0]
