@@ -6,7 +6,7 @@ this copy is a cache: rebuilt from Milvus on open, kept current on every write, 
 `GraphCache` positions. On a Milvus server the store leaves it off and asks Milvus instead.
 
 Scoring given positions is always exact. A search over the whole cache (`top_k`, `within`) is an exact
-matrix product up to `EXACT_SEARCH_MAX_ROWS` (`EXACT_WITHIN_MAX_ROWS`) rows; above that it asks a faiss
+matrix product while rows × dimension is at most `EXACT_MAX_VALUES`; above that it asks a faiss
 inverted-file index (about sqrt(rows) k-means lists, 8-bit codes, inner product) for candidates from
 the lists nearest the query, then scores them exactly from the float32 copy. The index is trained on
 first use, extended with the rows written since the last search, and retrained when the rows double.
@@ -22,10 +22,9 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-#: Above this many rows, whole-cache top-k searches are approximate (a faiss index); below, exact.
-EXACT_SEARCH_MAX_ROWS = 20_000
-#: The same for threshold searches (`within`: synonym links between near-duplicate entities).
-EXACT_WITHIN_MAX_ROWS = 20_000
+#: Whole-cache searches (`top_k`, `within`) over more than this many values (rows × dimension) are
+#: approximate (a faiss index); up to it, exact. An exact search reads every value once.
+EXACT_MAX_VALUES = 1 << 22
 
 
 class VectorCache:
@@ -93,7 +92,7 @@ class VectorCache:
 
     def top_k(self, query: Sequence[float], k: int, alive: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Positions and cosines of the `k` rows nearest to `query` among the `alive` ones, best first.
-        Exact up to `EXACT_SEARCH_MAX_ROWS` rows; above, the candidates are approximate (a true
+        Exact up to `EXACT_MAX_VALUES`; above, the candidates are approximate (a true
         neighbour outside the lists probed can be missed) but the cosines returned are exact."""
         return self.top_k_many([query], k, alive)[0]
 
@@ -107,7 +106,7 @@ class VectorCache:
         if k <= 0 or not len(queries):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
         unit = np.stack([_unit(q) for q in queries])
-        if n > EXACT_SEARCH_MAX_ROWS:
+        if n * vectors.shape[1] > EXACT_MAX_VALUES:
             return self._search(unit, k, None, alive, n)
         live = alive[:n] & known[:n]
         k = min(k, int(live.sum()))
@@ -127,7 +126,7 @@ class VectorCache:
         self, queries: np.ndarray, threshold: float, k: int, alive: np.ndarray
     ) -> List[Tuple[np.ndarray, np.ndarray]]:
         """For each query, the (at most `k`) `alive` rows with cosine ≥ `threshold`, best first, with
-        exact cosines. Up to `EXACT_WITHIN_MAX_ROWS` rows every such row is found (a matrix product and
+        exact cosines. Up to `EXACT_MAX_VALUES` every such row is found (a matrix product and
         a compare per batch of queries); above, candidates come from the index as in `top_k`, so a row
         past the threshold can be missed when it falls outside the lists its query probes."""
         size = self._size
@@ -138,7 +137,7 @@ class VectorCache:
         unit = queries / np.where(norms == 0, 1, norms)
         if k <= 0 or not len(unit):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in unit]
-        if n > EXACT_WITHIN_MAX_ROWS:
+        if n * vectors.shape[1] > EXACT_MAX_VALUES:
             return self._search(unit, k, threshold, alive, n)
         live = alive[:n] & known[:n]
         hits = []
@@ -204,14 +203,14 @@ class _Index:
         """An empty index whose lists are k-means clusters of (a sample of) the rows at `positions`."""
         faiss = _faiss()
         n, dim = len(positions), vectors.shape[1]
-        nlist = max(16, int(np.sqrt(n)))
+        nlist = max(1, min(max(16, int(np.sqrt(n))), n // 39))  # faiss wants 39 training rows a list
         rng = np.random.default_rng(seed)
         sample = vectors[np.sort(rng.choice(positions, size=min(n, 40 * nlist), replace=False))]
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFScalarQuantizer(
             quantizer, dim, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
         )
-        index.cp.niter, index.cp.seed = 10, seed
+        index.cp.niter, index.cp.seed = 8, seed
         _faiss_threads(len(sample) * nlist * index.cp.niter)
         index.train(sample)
         return cls(index, trained_on=n)
@@ -226,9 +225,9 @@ class _Index:
         faiss = _faiss()
         with self._changing:
             self._changing.wait_for(lambda: self._readers == 0)
+            _faiss_threads(len(ids) * self.index.nlist)
             if len(stale):  # absent ids are ignored: a stale row may be new
                 self.index.remove_ids(faiss.IDSelectorBatch(len(stale), faiss.swig_ptr(stale)))
-            _faiss_threads(len(ids) * self.index.nlist)
             for start in range(0, len(ids), 65_536):  # a bounded copy of the rows at a time
                 chunk = ids[start : start + 65_536]
                 self.index.add_with_ids(vectors[chunk], chunk)
@@ -247,13 +246,13 @@ class _Index:
             params = faiss.SearchParametersIVF(nprobe=self.nprobe)
             if bits is not None:
                 params.sel = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
-            _faiss_threads(0)
+            _faiss_threads(len(unit) * self.nprobe * self.index.ntotal // self.index.nlist)
             _, ids = self.index.search(np.ascontiguousarray(unit, dtype=np.float32), fetch, params=params)
         finally:
             with self._changing:
                 self._readers -= 1
                 self._changing.notify_all()
-        if bits is None:  # rows past the caller's mask, added by a concurrent search, are not its rows
+        if bits is None:  # every cached row is indexed: those past the caller's mask are not its rows
             ids[ids >= len(alive)] = -1
         return ids
 
@@ -279,11 +278,12 @@ def _faiss() -> Any:
 
 
 def _faiss_threads(work: int) -> None:
-    """Set faiss's OpenMP thread count for a call of about `work` row × list products."""
+    """Set faiss's OpenMP thread count for a call of about `work` dot products."""
     # libgomp keeps the count per calling thread, so it is set before each faiss call, in the thread
-    # making it: one thread for searches and small adds (less work than waking and spin-waiting OpenMP
-    # workers, which also steal the other core on a small shared machine), every core for bulk builds.
-    _faiss().omp_set_num_threads(1 if work < 1 << 24 else _CORES)
+    # making it: one thread for a single query or a small add (less work than waking OpenMP workers,
+    # which then spin-wait and steal the other core on a small shared machine), every core for bulk
+    # work (training, large adds, large batches of queries).
+    _faiss().omp_set_num_threads(1 if work < 1 << 20 else _CORES)
 
 
 _blas_lock = threading.Lock()
