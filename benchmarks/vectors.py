@@ -56,8 +56,9 @@ def set_limit(module: Any, rows: int) -> None:
     for name in ("EXACT_SEARCH_MAX_ROWS", "EXACT_WITHIN_MAX_ROWS"):  # the old module
         if hasattr(module, name):
             setattr(module, name, rows)
-    if hasattr(module, "EXACT_MAX_VALUES"):  # the new one: rows × dimension
-        module.EXACT_MAX_VALUES = rows * 4096
+    for name in ("EXACT_SEARCH_MAX_VALUES", "EXACT_WITHIN_MAX_VALUES"):  # the new one: rows × dimension
+        if hasattr(module, name):
+            setattr(module, name, rows * 4096)
 
 
 def limits(module: Any) -> Dict[str, int]:
@@ -65,8 +66,8 @@ def limits(module: Any) -> Dict[str, int]:
 
 
 def uses_index(module: Any, n: int, dim: int) -> bool:
-    if hasattr(module, "EXACT_MAX_VALUES"):
-        return n * dim > module.EXACT_MAX_VALUES
+    if hasattr(module, "EXACT_SEARCH_MAX_VALUES"):
+        return n * dim > module.EXACT_SEARCH_MAX_VALUES
     return n > module.EXACT_SEARCH_MAX_ROWS
 
 
@@ -124,7 +125,7 @@ def measure(module: Any, vectors: np.ndarray, alive: np.ndarray, queries: np.nda
     within = time.perf_counter() - t
     planted_found = np.mean([p in f[0].tolist() for p, f in zip(planted, found) if alive[p]])
     return {
-        "index": uses_index(module, n, dim),
+        "index": uses_index(module, n, dim),  # for top_k; `within` may switch earlier
         "build_s": round(build, 3),
         "top10_ms_median": round(1e3 * float(np.median(times)), 3),
         "top10_ms_mean": round(1e3 * float(np.mean(times)), 3),

@@ -5,8 +5,9 @@ known candidates whose similarity to the question is a gather and a dot product.
 this copy is a cache: rebuilt from Milvus on open, kept current on every write, aligned with the
 `GraphCache` positions. On a Milvus server the store leaves it off and asks Milvus instead.
 
-Scoring given positions is always exact. A search over the whole cache (`top_k`, `within`) is an exact
-matrix product while rows × dimension is at most `EXACT_MAX_VALUES`; above that it asks a faiss
+Scoring given positions is always exact. A search over the whole cache is an exact matrix product
+while rows × dimension is at most `EXACT_SEARCH_MAX_VALUES` (`top_k`) or `EXACT_WITHIN_MAX_VALUES`
+(`within`); above that it asks a faiss
 inverted-file index (about sqrt(rows) k-means lists, 8-bit codes, inner product) for candidates from
 the lists nearest the query, then scores them exactly from the float32 copy. The index is trained on
 first use, extended with the rows written since the last search, and retrained when the rows double.
@@ -22,15 +23,18 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-#: Whole-cache searches (`top_k`, `within`) over more than this many values (rows × dimension) are
-#: approximate (a faiss index); up to it, exact. An exact search reads every value once.
-EXACT_MAX_VALUES = 1 << 22
+#: Top-k searches over more than this many values (rows × dimension) are approximate (a faiss index);
+#: up to it, exact. An exact search reads every value once.
+EXACT_SEARCH_MAX_VALUES = 1 << 22
+#: The same for threshold searches (`within`), lower: their exact product also compares every score.
+EXACT_WITHIN_MAX_VALUES = 1 << 20
 
 
 class VectorCache:
     """Unit vectors by position, in a growable float32 matrix. Which positions are live is the
     adjacency's business: searches take its mask. Safe to search from several threads while another
-    writes; positions are never reused, so the index stays valid as rows are appended."""
+    writes; rows written after the index was built (appended, or rewritten in place) are searched from
+    the next search on."""
 
     def __init__(self, dim: int) -> None:
         self._lock = threading.Lock()  # the arrays' growth and every change to the index
@@ -92,7 +96,7 @@ class VectorCache:
 
     def top_k(self, query: Sequence[float], k: int, alive: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Positions and cosines of the `k` rows nearest to `query` among the `alive` ones, best first.
-        Exact up to `EXACT_MAX_VALUES`; above, the candidates are approximate (a true
+        Exact up to `EXACT_SEARCH_MAX_VALUES`; above, the candidates are approximate (a true
         neighbour outside the lists probed can be missed) but the cosines returned are exact."""
         return self.top_k_many([query], k, alive)[0]
 
@@ -106,7 +110,7 @@ class VectorCache:
         if k <= 0 or not len(queries):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
         unit = np.stack([_unit(q) for q in queries])
-        if n * vectors.shape[1] > EXACT_MAX_VALUES:
+        if n * vectors.shape[1] > EXACT_SEARCH_MAX_VALUES:
             return self._search(unit, k, None, alive, n)
         live = alive[:n] & known[:n]
         k = min(k, int(live.sum()))
@@ -126,7 +130,7 @@ class VectorCache:
         self, queries: np.ndarray, threshold: float, k: int, alive: np.ndarray
     ) -> List[Tuple[np.ndarray, np.ndarray]]:
         """For each query, the (at most `k`) `alive` rows with cosine ≥ `threshold`, best first, with
-        exact cosines. Up to `EXACT_MAX_VALUES` every such row is found (a matrix product and
+        exact cosines. Up to `EXACT_WITHIN_MAX_VALUES` every such row is found (a matrix product and
         a compare per batch of queries); above, candidates come from the index as in `top_k`, so a row
         past the threshold can be missed when it falls outside the lists its query probes."""
         size = self._size
@@ -137,7 +141,7 @@ class VectorCache:
         unit = queries / np.where(norms == 0, 1, norms)
         if k <= 0 or not len(unit):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in unit]
-        if n * vectors.shape[1] > EXACT_MAX_VALUES:
+        if n * vectors.shape[1] > EXACT_WITHIN_MAX_VALUES:
             return self._search(unit, k, threshold, alive, n)
         live = alive[:n] & known[:n]
         hits = []

@@ -13,7 +13,8 @@ from llama_index_graphrag_milvus.vectors import VectorCache
 @pytest.fixture
 def small_limits(monkeypatch):
     """Searches over more than 2,000 rows of 32 values go through the index, so that tests stay small."""
-    monkeypatch.setattr(vectors_module, "EXACT_MAX_VALUES", 2_000 * 32)
+    monkeypatch.setattr(vectors_module, "EXACT_SEARCH_MAX_VALUES", 2_000 * 32)
+    monkeypatch.setattr(vectors_module, "EXACT_WITHIN_MAX_VALUES", 2_000 * 32)
 
 
 def clustered(n, dim=32, seed=4):
@@ -113,8 +114,9 @@ def test_rows_appended_or_rewritten_after_the_index_was_built_are_found(small_li
 
 @pytest.mark.parametrize("approximate", [False, True])
 def test_threshold_search_finds_planted_near_duplicates_and_nothing_below_the_threshold(monkeypatch, approximate):
+    monkeypatch.setattr(vectors_module, "EXACT_WITHIN_MAX_VALUES", 10**9)
     if approximate:
-        monkeypatch.setattr(vectors_module, "EXACT_MAX_VALUES", 1_000 * 32)
+        monkeypatch.setattr(vectors_module, "EXACT_WITHIN_MAX_VALUES", 1_000 * 32)
     rng = np.random.default_rng(5)
     vectors = rng.standard_normal((8_000, 32))
     cache = VectorCache(32)
