@@ -1,0 +1,200 @@
+"""Every use the benchmark makes of the package's internals, and nothing else.
+
+The rest of `benchmarks.scale` goes through the public API (`MilvusGraphStore(...)`, `count()`,
+`close()`, `graph`, `GraphRAGTransform`, `GraphRAGRetriever.retrieve/trace` and its events). What cannot
+(positions in the adjacency, walks at a given degree, where the open spends its time, what each
+in-memory structure weighs) is here, so that following a change of the package's layout is a change
+of this file alone.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from llama_index_graphrag_milvus import Graph, MilvusGraphStore
+from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.schema import entity_id, relation_id
+
+try:  # the adjacency's own module, once the restructuring has landed
+    from llama_index_graphrag_milvus.adjacency import GraphCache
+except ImportError:
+    from llama_index_graphrag_milvus.graph import GraphCache
+
+_ADJACENCY_FILE = GraphCache.__module__.rsplit(".", 1)[-1] + ".py"
+
+#: cProfile buckets of an ingest: label -> the (file name part, function name) pairs it sums.
+PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
+    "GraphRAGTransform.__call__ (total)": [("transform.py", "__call__")],
+    "GraphRAGTransform._given (triplet parsing)": [("transform.py", "_given")],
+    "MilvusGraphStore._add": [("store.py", "_add")],
+    "BaseEmbedding.get_text_embedding_batch (incl. instrumentation)": [
+        ("base/embeddings/base.py", "get_text_embedding_batch")
+    ],
+    "HashEmbedding._get_text_embeddings (the hashing itself)": [("embeddings.py", "_get_text_embeddings")],
+    "MilvusClient.upsert": [("milvus_client.py", "upsert")],
+    "node_to_metadata_dict (passage rows)": [("vector_stores/utils.py", "node_to_metadata_dict")],
+    "schema.entity_id + relation_id (blake2b ids)": [
+        ("schema.py", "entity_id"),
+        ("schema.py", "relation_id"),
+    ],
+    "schema.passage_id": [("schema.py", "passage_id")],
+    "GraphCache.add_relations + add_passages": [
+        (_ADJACENCY_FILE, "add_relations"),
+        (_ADJACENCY_FILE, "add_passages"),
+    ],
+    "GraphCache.passage_relations (skip check)": [(_ADJACENCY_FILE, "passage_relations")],
+    "MilvusGraphStore._find_synonyms (entity synonym search)": [("store.py", "_find_synonyms")],
+    "VectorCache.put (in-memory vectors)": [("vectors.py", "put")],
+    "MilvusClient.search (during ingest)": [("milvus_client.py", "search")],
+    "node.get_content": [("core/schema.py", "get_content")],
+}
+
+
+def adjacency_counts(store: MilvusGraphStore) -> Dict[str, int]:
+    """Entities, relations and passages the in-memory adjacency holds (to compare with `store.count()`)."""
+    return store.cache.counts()
+
+
+def snapshot_used(store: MilvusGraphStore) -> bool:
+    """Whether the store's caches were built from its snapshot file (rather than from Milvus rows)."""
+    return bool(store._snapshot_current)
+
+
+@contextmanager
+def timed_milvus_writes(store: MilvusGraphStore, wrap: Callable[[str, Callable], Callable]) -> Iterator[None]:
+    """Time the store's `MilvusClient.upsert` and `.search` calls (`wrap(name, fn)` returns the timed fn)."""
+    client = store.client
+    client.upsert = wrap("upsert", client.upsert)  # type: ignore[method-assign]
+    client.search = wrap("search", client.search)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del client.upsert, client.search
+
+
+def open_timing_load(
+    factory: Callable[..., MilvusGraphStore], **kwargs: Any
+) -> Tuple[MilvusGraphStore, Dict]:
+    """Open a store through `factory(cls=..., **kwargs)` and return it with the seconds its cache load took
+    in all ("load_cache") and reading each collection's row pages from Milvus ("read <collection>")."""
+    seconds: Dict[str, float] = {}
+
+    def add(name: str, start: float) -> None:
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+
+    class Timed(MilvusGraphStore):
+        def _load_cache(self) -> None:
+            start = time.perf_counter()
+            super()._load_cache()
+            add("load_cache", start)
+
+        def _pages(self, collection: str, fields: List[str]) -> Any:
+            pages = super()._pages(collection, fields)
+            while True:
+                start = time.perf_counter()
+                page = next(pages, None)
+                add(f"read {collection}", start)
+                if page is None:
+                    return
+                yield page
+
+    return factory(cls=Timed, **kwargs), seconds
+
+
+def graph(store: MilvusGraphStore) -> Graph:
+    """The store's sparse adjacency snapshot (`store.graph`), built on the first read after a write."""
+    return store.graph
+
+
+def graph_shape(store: MilvusGraphStore) -> list:
+    """(entities, relations, passages) of the adjacency's position spaces."""
+    return list(store.graph.shape)
+
+
+def seed_positions(store: MilvusGraphStore, names: Sequence[str], triplets: Sequence[Sequence[str]]) -> tuple:
+    """Adjacency positions of entities (by name) and relations (by triplet), the walks' seeds."""
+    cache = store.cache
+    entities = [cache.entities.position[entity_id(n)] for n in names]
+    relations = [cache.relations.position[relation_id(*t)] for t in triplets]
+    return entities, relations
+
+
+def expand(graph: Graph, entities: Sequence[int], relations: Sequence[int], degree: int) -> tuple:
+    """Relation positions reached at `degree` from seed entity positions, and from seed relation positions
+    (no hub cut-off: the whole neighbourhood)."""
+    empty = np.zeros(0, dtype=np.int64)
+    return (
+        expand_from_entities(graph, entities, degree) if len(entities) else empty,
+        expand_from_relations(graph, relations, degree) if len(relations) else empty,
+    )
+
+
+def relation_ids_at(store: MilvusGraphStore, positions: Sequence[int]) -> List[int]:
+    """Relation ids of adjacency positions; with `relation_key`, to compare candidate sets by id."""
+    ids = store.cache.relations.ids
+    return [ids[p] for p in positions]
+
+
+def relation_key(triplet: Sequence[str]) -> int:
+    """The id the store gives a relation."""
+    return relation_id(*triplet)
+
+
+def build_in_memory(relation_rows: List[tuple], passage_rows: List[tuple]) -> float:
+    """Seconds to build the adjacency and its sparse snapshot from (relation id, subject id, object id)
+    and (passage id, relation ids) rows held in memory (no Milvus)."""
+    start = time.perf_counter()
+    cache = GraphCache()
+    cache.add_relations(relation_rows)
+    cache.add_passages(passage_rows)
+    cache.snapshot()
+    return time.perf_counter() - start
+
+
+def relation_row(triplet: Sequence[str]) -> tuple:
+    """(relation id, subject id, object id) of a triplet, as the adjacency is fed."""
+    return relation_key(triplet), entity_id(triplet[0]), entity_id(triplet[2])
+
+
+def structure_bytes(store: MilvusGraphStore) -> Dict[str, Any]:
+    """What each part of the in-memory adjacency weighs: the store's columns are fed to a fresh cache in
+    stages under tracemalloc (ids and edges, entity names, synonym pairs, the sparse snapshot), and each
+    snapshot matrix's arrays are counted (relation_entity's indices are the cache's relation ends)."""
+    columns = store._columns()
+    gc.collect()
+    tracemalloc.start()
+    traced: Dict[str, int] = {}
+    mark = tracemalloc.get_traced_memory()[0]
+
+    def stage(name: str) -> None:
+        nonlocal mark
+        cache.compact()
+        gc.collect()
+        now = tracemalloc.get_traced_memory()[0]
+        traced[name], mark = now - mark, now
+
+    cache = GraphCache()
+    cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
+    cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
+    stage("ids_and_edges")
+    cache.name_entities(columns.entity_ids, columns.entity_names)
+    stage("entity_names")
+    entities = cache.entities.lookup(columns.entity_ids)
+    cache.add_synonym_positions(entities[columns.synonyms[:, 0]], entities[columns.synonyms[:, 1]])
+    stage("synonym_pairs")
+    graph = cache.snapshot()
+    stage("snapshot")
+    tracemalloc.stop()
+    matrices = {
+        name: int(sum(a.nbytes for a in (m.data, m.indices, m.indptr)))
+        for name, m in vars(graph).items()
+        if sp.issparse(m)
+    }
+    return {"traced": traced, "matrix_bytes": matrices, "synonym_links": int(len(columns.synonyms))}
