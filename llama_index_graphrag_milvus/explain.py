@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from llama_index.core.schema import NodeWithScore
 
@@ -35,6 +35,9 @@ _CANDIDATE = "#a3acb9"
 _SEED_RELATION = "#e67e22"
 _CHOSEN = "#d62728"
 _PASSAGE, _PASSAGE_EDGE = "#d8f0d2", "#2e8b3e"
+
+_Links = Dict[int, List[ScoredRelation]]  # passage rank -> the drawn relations that chose it
+_Pos = Dict[Any, Tuple[float, float]]  # layout node -> its place
 
 
 class Explanation:
@@ -201,19 +204,32 @@ def drawn_relations(explanation: Explanation, max_relations: int = MAX_DRAWN_REL
 
 
 def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) -> "Figure":
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch, Patch
-
+    """The drawing `Explanation.figure` returns: relations under entities under passages, then the legend."""
     relations = drawn_relations(explanation, max_relations)
-    # chosen: by the rerank, or behind a returned passage (the chain that led to it)
-    chosen = {r.id for r in explanation.chosen}
-    chosen |= {r.id for hit in explanation.passages for r in explanation.relations_of(hit)}
-    seed_relations = {r.id for r in explanation.seed_relations}
+    names, seed_keys = _entities(explanation, relations)
+    passages = list(enumerate(explanation.passages, start=1))
+    drawn = {r.id for r in relations}
+    links = {rank: [r for r in explanation.relations_of(hit) if r.id in drawn] for rank, hit in passages}
+    pos = _layout(nx, _layout_graph(nx, names, relations, links))
 
-    def level(relation: ScoredRelation) -> int:  # 0 candidate, 1 seed, 2 chosen
-        return 2 if relation.id in chosen else 1 if relation.id in seed_relations else 0
+    figure, ax = _canvas(explanation, Figure, len(names) + len(passages), len(relations))
+    if not pos:
+        ax.text(0.5, 0.5, "Nothing was found for this question.", ha="center", va="center", fontsize=13)
+        return figure
+    xs, ys = zip(*pos.values())
+    pad_x, pad_y = 0.08 * (max(xs) - min(xs) or 1), 0.08 * (max(ys) - min(ys) or 1)
+    ax.set_xlim(min(xs) - pad_x, max(xs) + pad_x)
+    ax.set_ylim(min(ys) - pad_y, max(ys) + pad_y)
+    _draw_relations(ax, explanation, relations, pos)
+    _draw_entities(ax, names, seed_keys, pos)
+    _draw_passages(ax, passages, links, pos)
+    _legend(figure)
+    return figure
 
-    # entities, keyed by normalized name (as the store identifies them), shown as first written
+
+def _entities(explanation: Explanation, relations: List[ScoredRelation]) -> Tuple[Dict[str, str], Set[str]]:
+    """The entities drawn, keyed by normalized name (as the store identifies them) and shown as first
+    written: the ten best seeds and the ends of the relations; and the keys of all the seeds."""
     names: Dict[str, str] = {}
     seeds = sorted(explanation.seed_entities, key=lambda e: -e[2])
     seed_keys = {normalize_name(name) for _, name, _ in seeds if name}
@@ -223,29 +239,31 @@ def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) ->
     for relation in relations:
         names.setdefault(normalize_name(relation.subject), relation.subject)
         names.setdefault(normalize_name(relation.object), relation.object)
-    passages = list(enumerate(explanation.passages, start=1))
-    drawn = {r.id for r in relations}
-    links = {rank: [r for r in explanation.relations_of(hit) if r.id in drawn] for rank, hit in passages}
+    return names, seed_keys
 
-    # the layout places entities, relations (the middle of their edge) and passages alike, so that
-    # parallel relations, their labels and the passages spread apart
-    layout = nx.Graph()
-    layout.add_nodes_from(("e", key) for key in names)
+
+def _layout_graph(nx: Any, names: Dict[str, str], relations: List[ScoredRelation], links: _Links) -> Any:
+    """The graph laid out: entities, relations (the middle of their edge) and passages are all nodes, so
+    that parallel relations, their labels and the passages spread apart."""
+    graph = nx.Graph()
+    graph.add_nodes_from(("e", key) for key in names)
     for relation in relations:
-        layout.add_edge(("r", relation.id), ("e", normalize_name(relation.subject)))
-        layout.add_edge(("r", relation.id), ("e", normalize_name(relation.object)))
-    for rank, _ in passages:
-        layout.add_node(("p", rank))
+        graph.add_edge(("r", relation.id), ("e", normalize_name(relation.subject)))
+        graph.add_edge(("r", relation.id), ("e", normalize_name(relation.object)))
+    for rank in links:
+        graph.add_node(("p", rank))
         for relation in links[rank]:
-            layout.add_edge(("p", rank), ("r", relation.id), length=2.0)
-    for a, _ in passages:  # passages chosen by the same relation would land on one another
-        for b, _ in passages:
+            graph.add_edge(("p", rank), ("r", relation.id), length=2.0)
+    for a in links:  # passages chosen by the same relation would land on one another
+        for b in links:
             if a < b and {r.id for r in links[a]} & {r.id for r in links[b]}:
-                layout.add_edge(("p", a), ("p", b), length=2.5)
-    pos = _layout(nx, layout)
+                graph.add_edge(("p", a), ("p", b), length=2.5)
+    return graph
 
-    entities = len(names) + len(passages)
-    width = min(22.0, 11.0 + 0.2 * entities)
+
+def _canvas(explanation: Explanation, Figure: Any, nodes: int, drawn: int) -> Tuple["Figure", Any]:
+    """The figure, sized to the `nodes` drawn, with the question and a summary line as its title."""
+    width = min(22.0, 11.0 + 0.2 * nodes)
     figure = Figure(figsize=(width, width * 0.75))
     figure.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.09)
     ax = figure.add_subplot()
@@ -253,56 +271,52 @@ def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) ->
     figure.text(0.012, 0.975, textwrap.shorten(explanation.query, 120, placeholder=" ..."),
                 fontsize=15, fontweight="bold", va="top")
     how = "LLM rerank" if explanation.by_llm else f"graph rerank ({explanation.reranker or 'none'})"
-    figure.text(
-        0.012, 0.94,
-        f"{how} · {len(explanation.chosen)} relations chosen · {len(explanation.passages)} passages returned · "
-        f"{len(relations)} of {len(explanation.candidates)} candidate relations drawn (the best by score)",
-        fontsize=10.5, color="#444444", va="top",
-    )
-    if not len(layout):
-        ax.text(0.5, 0.5, "Nothing was found for this question.", ha="center", va="center", fontsize=13)
-        return figure
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
-    pad_x, pad_y = 0.08 * (max(xs) - min(xs) or 1), 0.08 * (max(ys) - min(ys) or 1)
-    ax.set_xlim(min(xs) - pad_x, max(xs) + pad_x)
-    ax.set_ylim(min(ys) - pad_y, max(ys) + pad_y)
+    summary = (f"{how} · {len(explanation.chosen)} relations chosen · {len(explanation.passages)} passages returned · "
+               f"{drawn} of {len(explanation.candidates)} candidate relations drawn (the best by score)")
+    figure.text(0.012, 0.94, summary, fontsize=10.5, color="#444444", va="top")
+    return figure, ax
 
-    # relations: subject → object, through their layout point; grey under orange seeds under red chosen
-    for relation in sorted(relations, key=level):
+
+def _draw_relations(ax: Any, explanation: Explanation, relations: List[ScoredRelation], pos: _Pos) -> None:
+    """Each relation subject → object through its layout point, labelled with its predicate; grey
+    candidates under dashed orange seeds under red chosen ones (by the rerank, or behind a passage)."""
+    from matplotlib.patches import FancyArrowPatch
+
+    chosen = {r.id for r in explanation.chosen}
+    chosen |= {r.id for hit in explanation.passages for r in explanation.relations_of(hit)}
+    seeds = {r.id for r in explanation.seed_relations}
+    level = {r.id: 2 if r.id in chosen else 1 if r.id in seeds else 0 for r in relations}
+    for relation in sorted(relations, key=lambda r: level[r.id]):
         s, o = ("e", normalize_name(relation.subject)), ("e", normalize_name(relation.object))
         middle = pos[("r", relation.id)]
-        lv = level(relation)
+        lv = level[relation.id]
         colour = (_CANDIDATE, _SEED_RELATION, _CHOSEN)[lv]
         if s != o:
-            ax.add_patch(
-                FancyArrowPatch(
-                    pos[s], pos[o], arrowstyle="-|>", connectionstyle=_Through(ax, middle),
-                    mutation_scale=(13, 16, 20)[lv], lw=(1.1, 2.0, 3.2)[lv], color=colour,
-                    linestyle=("-", (0, (5, 3)), "-")[lv], shrinkA=12, shrinkB=14, zorder=1 + lv, alpha=0.9,
-                )
-            )
+            ax.add_patch(FancyArrowPatch(
+                pos[s], pos[o], arrowstyle="-|>", connectionstyle=_Through(ax, middle),
+                mutation_scale=(13, 16, 20)[lv], lw=(1.1, 2.0, 3.2)[lv], color=colour,
+                linestyle=("-", (0, (5, 3)), "-")[lv], shrinkA=12, shrinkB=14, zorder=1 + lv, alpha=0.9,
+            ))
         else:  # a relation of an entity with itself: a plain line to its label
             ax.plot(*zip(pos[s], middle), color=colour, lw=(1.1, 2.0, 3.2)[lv], zorder=1 + lv)
-        ax.text(
-            *middle, _short(relation.predicate, 18, 2), fontsize=(8, 9, 10)[lv],
-            color=colour if lv else "#4f5864", fontweight="bold" if lv == 2 else "normal",
-            ha="center", va="center", zorder=6 + lv,
-            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
-        )
+        ax.text(*middle, _short(relation.predicate, 18, 2), fontsize=(8, 9, 10)[lv], color=colour if lv else "#4f5864",
+                fontweight="bold" if lv == 2 else "normal", ha="center", va="center", zorder=6 + lv,
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
 
+
+def _draw_entities(ax: Any, names: Dict[str, str], seed_keys: Set[str], pos: _Pos) -> None:
+    """Each entity a dot with its name below; the seeds larger, orange and in bold."""
     for key, name in names.items():
         seed = key in seed_keys
-        ax.scatter(
-            *pos[("e", key)], s=560 if seed else 320, c=_SEED if seed else _ENTITY, edgecolors=_ENTITY_EDGE,
-            linewidths=1.2, zorder=10,
-        )
-        ax.annotate(
-            _short(name), pos[("e", key)], xytext=(0, -15), textcoords="offset points", ha="center", va="top",
-            fontsize=10.5 if seed else 9.5, fontweight="bold" if seed else "normal", zorder=11,
-            bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="none", alpha=0.7),
-        )
+        ax.scatter(*pos[("e", key)], s=560 if seed else 320, c=_SEED if seed else _ENTITY, edgecolors=_ENTITY_EDGE,
+                   linewidths=1.2, zorder=10)
+        ax.annotate(_short(name), pos[("e", key)], xytext=(0, -15), textcoords="offset points", ha="center", va="top",
+                    fontsize=10.5 if seed else 9.5, fontweight="bold" if seed else "normal", zorder=11,
+                    bbox=dict(boxstyle="round,pad=0.12", fc="white", ec="none", alpha=0.7))
 
+
+def _draw_passages(ax: Any, passages: List[Tuple[int, NodeWithScore]], links: _Links, pos: _Pos) -> None:
+    """Each passage a green box (rank, title, score, its opening words), dotted to the relations that chose it."""
     for rank, hit in passages:
         here = pos[("p", rank)]
         for relation in links[rank]:
@@ -310,13 +324,17 @@ def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) ->
             ax.plot([here[0], there[0]], [here[1], there[1]], color=_PASSAGE_EDGE, lw=1.8, ls=(0, (1, 2)), zorder=4)
         score = "" if hit.score is None else f"  {hit.score:.2f}"
         label = f"#{rank} {_short(_title(hit), 26, 1)}{score}\n{_short(hit.node.get_content(), 30, 2)}"
-        ax.text(
-            *here, label, fontsize=9, ha="center", va="center", zorder=12,
-            bbox=dict(boxstyle="round,pad=0.45", fc=_PASSAGE, ec=_PASSAGE_EDGE, lw=1.6),
-        )
+        ax.text(*here, label, fontsize=9, ha="center", va="center", zorder=12,
+                bbox=dict(boxstyle="round,pad=0.45", fc=_PASSAGE, ec=_PASSAGE_EDGE, lw=1.6))
+
+
+def _legend(figure: "Figure") -> None:
+    """What the colours and line styles mean, under the drawing."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     handles = [
-        Line2D([], [], marker="o", ls="", ms=13, mfc=_SEED, mec=_ENTITY_EDGE, label="seed entity (named in the question)"),
+        Line2D([], [], marker="o", ls="", ms=13, mfc=_SEED, mec=_ENTITY_EDGE, label="seed entity (nearest a mention)"),
         Line2D([], [], marker="o", ls="", ms=10, mfc=_ENTITY, mec=_ENTITY_EDGE, label="entity"),
         Line2D([], [], color=_CHOSEN, lw=3.2, label="chosen relation (led to a passage)"),
         Line2D([], [], color=_SEED_RELATION, lw=2, ls=(0, (5, 3)), label="seed relation (nearest the question)"),
@@ -325,7 +343,6 @@ def _draw(explanation: Explanation, nx: Any, Figure: Any, max_relations: int) ->
         Line2D([], [], color=_PASSAGE_EDGE, lw=1.8, ls=(0, (1, 2)), label="relation that chose the passage"),
     ]
     figure.legend(handles=handles, loc="lower center", ncol=4, fontsize=10, frameon=False)
-    return figure
 
 
 class _Through:
@@ -350,7 +367,7 @@ class _Through:
         return self._base(*args, **kwargs)
 
 
-def _layout(nx: Any, graph: Any) -> Dict[Any, Tuple[float, float]]:
+def _layout(nx: Any, graph: Any) -> _Pos:
     """Kamada-Kawai per connected component (edge `length` as the distance), each component scaled to a
     mean edge length of 1, the components packed in rows from the largest."""
     if len(graph) == 0:
@@ -376,7 +393,7 @@ def _layout(nx: Any, graph: Any) -> Dict[Any, Tuple[float, float]]:
     # shelf packing: rows as wide as the largest component, or as the square root of the total area
     gap = 1.2
     row_width = max(max(w for _, w, _ in boxes), sum((w + gap) * (h + gap) for _, w, h in boxes) ** 0.5 * 1.3)
-    pos: Dict[Any, Tuple[float, float]] = {}
+    pos: _Pos = {}
     x = y = row_height = 0.0
     for placed, w, h in boxes:
         if x > 0 and x + w > row_width:

@@ -95,6 +95,8 @@ def test_to_png_draws_the_subgraph(store, tmp_path):
     labels = {t.get_text() for t in figure.axes[0].texts}
     assert any(label.startswith("#1 ") for label in labels)  # the passages
     assert {"studied under", "son of"} <= {label.replace("\n", " ") for label in labels}
+    legend = {t.get_text() for t in figure.legends[0].get_texts()}
+    assert "seed entity (nearest a mention)" in legend  # seeds are found by embedding search, not named
 
 
 def test_the_drawing_keeps_the_best_candidates_and_always_the_chosen(store):
