@@ -1,10 +1,10 @@
 """Every use the benchmark makes of the package's internals, and nothing else.
 
 The rest of `benchmarks.scale` goes through the public API (`MilvusGraphStore(...)`, `count()`,
-`close()`, `graph`, `GraphRAGTransform`, `GraphRAGRetriever.retrieve/trace` and its events). What cannot
-(positions in the adjacency, walks at a given degree, where the open spends its time, what each
-in-memory structure weighs) is here, so that following a change of the package's layout is a change
-of this file alone.
+`close()`, `flush()`, `GraphRAGTransform`, `GraphRAGRetriever.retrieve/trace` and its events). What cannot
+(the in-memory backend's adjacency and its positions, walks at a given degree, where the open spends
+its time, what each in-memory structure weighs) is here, so that following a change of the package's
+layout is a change of this file alone.
 """
 
 from __future__ import annotations
@@ -19,25 +19,24 @@ import numpy as np
 import scipy.sparse as sp
 
 from llama_index_graphrag_milvus import Graph, MilvusGraphStore
+from llama_index_graphrag_milvus.adjacency import GraphCache
 from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
 from llama_index_graphrag_milvus.schema import entity_id, relation_id
-
-try:  # the adjacency's own module, once the restructuring has landed
-    from llama_index_graphrag_milvus.adjacency import GraphCache
-except ImportError:
-    from llama_index_graphrag_milvus.graph import GraphCache
-
-_ADJACENCY_FILE = GraphCache.__module__.rsplit(".", 1)[-1] + ".py"
 
 #: cProfile buckets of an ingest: label -> the (file name part, function name) pairs it sums.
 PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
     "GraphRAGTransform.__call__ (total)": [("transform.py", "__call__")],
     "GraphRAGTransform._given (triplet parsing)": [("transform.py", "_given")],
-    "MilvusGraphStore._add": [("store.py", "_add")],
+    "Writer.add (the store's write path)": [("graphrag_milvus/writes.py", "add")],
+    "Writer._write_entities (incl. synonyms)": [("graphrag_milvus/writes.py", "_write_entities")],
+    "Writer._synonyms (entity synonym search)": [("graphrag_milvus/writes.py", "_synonyms")],
+    "Writer._write_relations": [("graphrag_milvus/writes.py", "_write_relations")],
+    "Writer._write_passages": [("graphrag_milvus/writes.py", "_write_passages")],
     "BaseEmbedding.get_text_embedding_batch (incl. instrumentation)": [
         ("base/embeddings/base.py", "get_text_embedding_batch")
     ],
     "HashEmbedding._get_text_embeddings (the hashing itself)": [("embeddings.py", "_get_text_embeddings")],
+    "Collections.upsert (milvus.py)": [("graphrag_milvus/milvus.py", "upsert")],
     "MilvusClient.upsert": [("milvus_client.py", "upsert")],
     "node_to_metadata_dict (passage rows)": [("vector_stores/utils.py", "node_to_metadata_dict")],
     "schema.entity_id + relation_id (blake2b ids)": [
@@ -46,12 +45,14 @@ PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
     ],
     "schema.passage_id": [("schema.py", "passage_id")],
     "GraphCache.add_relations + add_passages": [
-        (_ADJACENCY_FILE, "add_relations"),
-        (_ADJACENCY_FILE, "add_passages"),
+        ("graphrag_milvus/adjacency.py", "add_relations"),
+        ("graphrag_milvus/adjacency.py", "add_passages"),
     ],
-    "GraphCache.passage_relations (skip check)": [(_ADJACENCY_FILE, "passage_relations")],
-    "MilvusGraphStore._find_synonyms (entity synonym search)": [("store.py", "_find_synonyms")],
-    "VectorCache.put (in-memory vectors)": [("vectors.py", "put")],
+    "GraphCache.passage_relations (skip check)": [("graphrag_milvus/adjacency.py", "passage_relations")],
+    "CachedSearch.put (search.py)": [("graphrag_milvus/search.py", "put")],
+    "CachedSearch.similar_entities (search.py)": [("graphrag_milvus/search.py", "similar_entities")],
+    "VectorCache.put (in-memory vectors)": [("graphrag_milvus/vectors.py", "put")],
+    "VectorCache.within (synonym candidates)": [("graphrag_milvus/vectors.py", "within")],
     "MilvusClient.search (during ingest)": [("milvus_client.py", "search")],
     "node.get_content": [("core/schema.py", "get_content")],
 }
@@ -59,18 +60,18 @@ PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
 
 def adjacency_counts(store: MilvusGraphStore) -> Dict[str, int]:
     """Entities, relations and passages the in-memory adjacency holds (to compare with `store.count()`)."""
-    return store.cache.counts()
+    return _cache(store).counts()
 
 
 def snapshot_used(store: MilvusGraphStore) -> bool:
     """Whether the store's caches were built from its snapshot file (rather than from Milvus rows)."""
-    return bool(store._snapshot_current)
+    return bool(store.backend.snapshot_used)
 
 
 @contextmanager
 def timed_milvus_writes(store: MilvusGraphStore, wrap: Callable[[str, Callable], Callable]) -> Iterator[None]:
     """Time the store's `MilvusClient.upsert` and `.search` calls (`wrap(name, fn)` returns the timed fn)."""
-    client = store.client
+    client = store.collections.client
     client.upsert = wrap("upsert", client.upsert)  # type: ignore[method-assign]
     client.search = wrap("search", client.search)  # type: ignore[method-assign]
     try:
@@ -83,44 +84,60 @@ def open_timing_load(
     factory: Callable[..., MilvusGraphStore], **kwargs: Any
 ) -> Tuple[MilvusGraphStore, Dict]:
     """Open a store through `factory(cls=..., **kwargs)` and return it with the seconds its cache load took
-    in all ("load_cache") and reading each collection's row pages from Milvus ("read <collection>")."""
+    in all ("load_cache": the graph backend's `open()`) and reading each collection's row pages from
+    Milvus ("read <collection>")."""
     seconds: Dict[str, float] = {}
 
     def add(name: str, start: float) -> None:
         seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
 
     class Timed(MilvusGraphStore):
-        def _load_cache(self) -> None:
-            start = time.perf_counter()
-            super()._load_cache()
-            add("load_cache", start)
+        def _open_backend(self, *args: Any, **kw: Any) -> Any:
+            backend, search = super()._open_backend(*args, **kw)
+            collections, opening, paging = self.collections, backend.open, self.collections.pages
 
-        def _pages(self, collection: str, fields: List[str]) -> Any:
-            pages = super()._pages(collection, fields)
-            while True:
+            def timed_open() -> None:
                 start = time.perf_counter()
-                page = next(pages, None)
-                add(f"read {collection}", start)
-                if page is None:
-                    return
-                yield page
+                opening()
+                add("load_cache", start)
 
-    return factory(cls=Timed, **kwargs), seconds
+            def timed_pages(kind: str, fields: Any) -> Any:
+                pages = paging(kind, fields)
+                while True:
+                    start = time.perf_counter()
+                    page = next(pages, None)
+                    add(f"read {collections.names[kind]}", start)
+                    if page is None:
+                        return
+                    yield page
+
+            backend.open = timed_open  # type: ignore[method-assign]
+            collections.pages = timed_pages  # type: ignore[method-assign]
+            return backend, search
+
+    store = factory(cls=Timed, **kwargs)
+    del store.backend.open, store.collections.pages  # the timing is for this open only
+    return store, seconds
+
+
+def _cache(store: MilvusGraphStore) -> GraphCache:
+    """The in-memory adjacency (the default `adjacency="memory"` backend's)."""
+    return store.backend.cache
 
 
 def graph(store: MilvusGraphStore) -> Graph:
-    """The store's sparse adjacency snapshot (`store.graph`), built on the first read after a write."""
-    return store.graph
+    """The store's sparse adjacency snapshot, built on the first read after a write."""
+    return _cache(store).snapshot()
 
 
 def graph_shape(store: MilvusGraphStore) -> list:
     """(entities, relations, passages) of the adjacency's position spaces."""
-    return list(store.graph.shape)
+    return list(graph(store).shape)
 
 
 def seed_positions(store: MilvusGraphStore, names: Sequence[str], triplets: Sequence[Sequence[str]]) -> tuple:
     """Adjacency positions of entities (by name) and relations (by triplet), the walks' seeds."""
-    cache = store.cache
+    cache = _cache(store)
     entities = [cache.entities.position[entity_id(n)] for n in names]
     relations = [cache.relations.position[relation_id(*t)] for t in triplets]
     return entities, relations
@@ -128,7 +145,7 @@ def seed_positions(store: MilvusGraphStore, names: Sequence[str], triplets: Sequ
 
 def expand(graph: Graph, entities: Sequence[int], relations: Sequence[int], degree: int) -> tuple:
     """Relation positions reached at `degree` from seed entity positions, and from seed relation positions
-    (no hub cut-off: the whole neighbourhood)."""
+    (no hub cut-off and no similarity cut of later hops, unlike the retriever: the whole neighbourhood)."""
     empty = np.zeros(0, dtype=np.int64)
     return (
         expand_from_entities(graph, entities, degree) if len(entities) else empty,
@@ -138,7 +155,7 @@ def expand(graph: Graph, entities: Sequence[int], relations: Sequence[int], degr
 
 def relation_ids_at(store: MilvusGraphStore, positions: Sequence[int]) -> List[int]:
     """Relation ids of adjacency positions; with `relation_key`, to compare candidate sets by id."""
-    ids = store.cache.relations.ids
+    ids = _cache(store).relations.ids
     return [ids[p] for p in positions]
 
 
@@ -167,7 +184,7 @@ def structure_bytes(store: MilvusGraphStore) -> Dict[str, Any]:
     """What each part of the in-memory adjacency weighs: the store's columns are fed to a fresh cache in
     stages under tracemalloc (ids and edges, entity names, synonym pairs, the sparse snapshot), and each
     snapshot matrix's arrays are counted (relation_entity's indices are the cache's relation ends)."""
-    columns = store._columns()
+    columns = store.backend.columns()
     gc.collect()
     tracemalloc.start()
     traced: Dict[str, int] = {}
