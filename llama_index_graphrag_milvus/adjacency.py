@@ -23,16 +23,14 @@ class GraphCache:
 
     Writers call `add_relations`, `add_passages` and `remove_passages`; readers take `snapshot()`, an
     immutable `Graph`. A write drops the snapshot; the next `snapshot()` rebuilds every matrix, O(graph).
-    Thread-safe.
-    """
+    Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._empty()
 
     def reset(self) -> None:
-        """Forget everything (the store was cleared)."""
-        with self._lock:
+        with self._lock:  # the store was cleared
             self._empty()
 
     def _empty(self) -> None:

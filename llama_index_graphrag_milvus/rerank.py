@@ -1,7 +1,7 @@
 """Reranking candidate relations: with an LLM (one-shot chain of thought, JSON) or by similarity.
 
-LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and anything
-unusable falls back to similarity order with a warning.
+LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and an unusable
+answer chooses nothing (`by_llm` False), with a warning: the ranking without the LLM then stands.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def parse_rerank_answer(answer: str, candidates: Sequence[ScoredRelation], top_n
 
 
 def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
-    logger.warning("LLM rerank unusable (%s); falling back to similarity order. Answer: %.300r", exc, answer)
-    return by_similarity(candidates, top_n)
+    logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
+    return RerankResult([])
 
 
 def llm_rerank(

@@ -23,6 +23,7 @@ from llama_index_graphrag_milvus.events import (
     GraphRAGRelationSearchEvent,
     GraphRAGRerankEvent,
 )
+from llama_index_graphrag_milvus.extract import exclude_from_content
 from llama_index_graphrag_milvus.mentions import allm_mentions, known_names, llm_mentions
 from llama_index_graphrag_milvus.prompts import NER_PROMPT, RERANK_PROMPT
 from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
@@ -42,18 +43,12 @@ RELATIONS_KEY = "graphrag_relations"
 class GraphRAGRetriever(BaseRetriever):
     """Graph RAG over a `MilvusGraphStore`, as a drop-in LlamaIndex retriever.
 
-    1. Entities named in the question: with `llm`, a NER prompt answering JSON; without, the known entity
-       names that occur in the question.
-    2. Entity vector search (`entity_top_k` per mention), relation vector search on the whole question
-       (`relation_top_k`) and dense passage search.
-    3. Expansion of the seeds by `expansion_degree` over the adjacency, never through hub entities, each
-       hop after the first cut to the `max_candidate_relations` relations most similar to the question;
-       for graph rankers, plus the relations of the top `dense_seed_k` passages and of the synonyms of
-       the entities reached. The best `max_candidate_relations` are the candidates.
-    4. A ranker orders the passages (see `ranking.py`): "chain" (the default without an LLM), "ppr",
-       "similarity", or your own `Ranker`. With `llm`, the LLM's chosen relations come first and the
-       ranker fills the rest (by default "similarity", the notebook's order).
-    5. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
+    1. The question's entities (LLM NER with `llm`, else the known entity names in it), and the nearest
+       entities to each; the relations and the passages nearest to the whole question.
+    2. Expansion of these seeds over the adjacency (`store.expand`): never through hub entities, every
+       step cut to the relations most similar to the question.
+    3. A ranker (`ranking.py`) orders the passages; with `llm`, the LLM's chosen relations come first.
+    4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
        it in `metadata["graphrag_relations"]`.
 
     Args:
@@ -95,17 +90,11 @@ class GraphRAGRetriever(BaseRetriever):
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
-        if expansion_degree < 0:
-            raise ValueError(f"expansion_degree must be 0 or more, got {expansion_degree}")
-        for name, value in (
-            ("similarity_top_k", similarity_top_k),
-            ("entity_top_k", entity_top_k),
-            ("relation_top_k", relation_top_k),
-            ("max_candidate_relations", max_candidate_relations),
-            ("rerank_top_n", rerank_top_n),
-        ):
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
+        _at_least(0, expansion_degree=expansion_degree)
+        _at_least(
+            1, similarity_top_k=similarity_top_k, entity_top_k=entity_top_k, relation_top_k=relation_top_k,
+            max_candidate_relations=max_candidate_relations, rerank_top_n=rerank_top_n,
+        )
         if reranker is None:
             reranker = "chain" if llm is None else "similarity"
         base = ranker_named(reranker, graph_weight, use_synonyms) if isinstance(reranker, str) else reranker
@@ -286,13 +275,7 @@ class GraphRAGRetriever(BaseRetriever):
         return ranking, await asyncio.to_thread(self._record, run, seeds, hood, ranking, start)
 
     def _record(self, run: Retrieval, seeds: List[Scored], hood: Neighbourhood, ranking: Ranking, start: float) -> _Texts:
-        """Describe the relations shown (seeds, chosen, those behind the top passages) in one query."""
-        top = [pid for pid, _ in ranking.passages[: self.similarity_top_k]]
-        shown = [*seeds, *ranking.chosen, *(r for p in top for r in ranking.via.get(p, []))]
-        texts = self.store.describe([r for r, _ in shown])
-        run.seed_relations = _described(seeds, texts, hood)
-        run.reranker, run.thought_process = ranking.name, ranking.thought_process
-        run.chosen = _described(ranking.chosen, texts, hood)
+        texts = _record(self.store, run, seeds, hood, ranking, self.similarity_top_k)
         dispatcher.event(
             GraphRAGRerankEvent(
                 query=run.query, duration_ms=_ms(start), reranker=run.reranker,
@@ -305,29 +288,55 @@ class GraphRAGRetriever(BaseRetriever):
     def _map_passages(self, run: Retrieval, hood: Neighbourhood, ranking: Ranking, texts: _Texts) -> None:
         """Fetch the top passages as the ingested nodes and attach the relations that selected each."""
         start = time.perf_counter()
-        top = ranking.passages[: self.similarity_top_k]
-        nodes = self.store.get_passages([pid for pid, _ in top])
-        mapped = [(pid, score) for pid, score in top if pid in nodes]  # not those deleted since
-        for pid, score in mapped:
-            node = nodes[pid]
-            run.via[node.node_id] = via = _described(ranking.via.get(pid, []), texts, hood)
-            node.metadata[RELATIONS_KEY] = [str(r) for r in via]
-            for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
-                if RELATIONS_KEY not in excluded:
-                    excluded.append(RELATIONS_KEY)
-            run.nodes.append(NodeWithScore(node=node, score=score))
+        mapped = _map_passages(self.store, run, hood, ranking.passages[: self.similarity_top_k], ranking, texts)
         dispatcher.event(
             GraphRAGPassagesEvent(
-                query=run.query, duration_ms=_ms(start), passage_ids=[pid for pid, _ in mapped],
+                query=run.query, duration_ms=_ms(start), passage_ids=mapped,
                 relations=[n.node.metadata[RELATIONS_KEY] for n in run.nodes],
             )
         )
-
 
 #: The texts of the relations a retrieval shows, by id.
 _Texts = Dict[int, Triplet]
 #: A ranking and the texts of the relations it shows.
 _Ranked = Tuple[Ranking, _Texts]
+
+
+def _at_least(minimum: int, **values: int) -> None:
+    for name, value in values.items():
+        if value < minimum:
+            raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+def _record(
+    store: MilvusGraphStore, run: Retrieval, seeds: List[Scored], hood: Neighbourhood, ranking: Ranking, top_k: int
+) -> _Texts:
+    """Record the ranking in `run`, with the texts of the relations shown (seeds, chosen, those behind
+    the top passages), read in one query; return those texts."""
+    top = [pid for pid, _ in ranking.passages[:top_k]]
+    shown = [*seeds, *ranking.chosen, *(r for p in top for r in ranking.via.get(p, []))]
+    texts = store.describe([r for r, _ in shown])
+    run.seed_relations = _described(seeds, texts, hood)
+    run.reranker, run.thought_process = ranking.name, ranking.thought_process
+    run.chosen = _described(ranking.chosen, texts, hood)
+    return texts
+
+
+def _map_passages(
+    store: MilvusGraphStore, run: Retrieval, hood: Neighbourhood, top: List[Tuple[str, float]], ranking: Ranking,
+    texts: _Texts,
+) -> List[str]:
+    """Append the `top` passages to `run.nodes` as the ingested nodes, each with the relations that
+    selected it in its metadata; return their passage ids (not those deleted since the ranking)."""
+    nodes = store.get_passages([pid for pid, _ in top])
+    mapped = [(pid, score) for pid, score in top if pid in nodes]
+    for pid, score in mapped:
+        node = nodes[pid]
+        run.via[node.node_id] = via = _described(ranking.via.get(pid, []), texts, hood)
+        node.metadata[RELATIONS_KEY] = [str(r) for r in via]
+        exclude_from_content(node, RELATIONS_KEY)
+        run.nodes.append(NodeWithScore(node=node, score=score))
+    return [pid for pid, _ in mapped]
 
 
 def _described(relations: Sequence[Scored], texts: _Texts, hood: Neighbourhood) -> List[ScoredRelation]:

@@ -21,31 +21,28 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
+from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from llama_index_graphrag_milvus import snapshot as snapshot_file
+import llama_index_graphrag_milvus.snapshot as snapshot_file
 from llama_index_graphrag_milvus.adjacency import GraphCache
 from llama_index_graphrag_milvus.backends import Expansion, GraphBackend, Neighbourhood
 from llama_index_graphrag_milvus.backends.memory import MemoryGraph
 from llama_index_graphrag_milvus.backends.milvus import MilvusGraph
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
-from llama_index_graphrag_milvus.extract import given_triplets
 from llama_index_graphrag_milvus.mentions import known_names
 from llama_index_graphrag_milvus.filters import milvus_literal
 from llama_index_graphrag_milvus.milvus import ENTITIES, PASSAGES, RELATIONS, Collections, GraphStoreError, is_local_path
 from llama_index_graphrag_milvus.vector_store import PassageVectorStore
 from llama_index_graphrag_milvus.schema import ScoredEntity, Triplet
 from llama_index_graphrag_milvus.search import CachedSearch, MilvusSearch, VectorSearch
-from llama_index_graphrag_milvus.writes import Writer
+from llama_index_graphrag_milvus.writes import MAX_PASSAGE_BYTES, Writer, checked
 
 __all__ = ["DEFAULT_URI", "MAX_PASSAGE_BYTES", "GraphStoreError", "MilvusGraphStore", "milvus_literal"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_URI = "./graphrag_milvus.db"
-#: The longest passage text a row holds (a Milvus VARCHAR).
-MAX_PASSAGE_BYTES = 65_535
 _PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
 
 
@@ -200,23 +197,7 @@ class MilvusGraphStore:
         relations are not embedded again. Writes go entities, then relations, then passages, so that an
         interrupted call never leaves a passage pointing at a relation that is not stored.
         """
-        if triplets is None:
-            triplets = [given_triplets(node) or [] for node in nodes]
-        if len(nodes) != len(triplets):
-            raise ValueError(f"got {len(nodes)} nodes but {len(triplets)} triplet lists")
-        for node in nodes:  # check everything before writing anything
-            size = len(node.get_content(MetadataMode.NONE).encode("utf-8"))
-            if size > MAX_PASSAGE_BYTES:
-                raise GraphStoreError(
-                    f"Node {node.node_id} holds {size:,} bytes of text; a passage holds at most "
-                    f"{MAX_PASSAGE_BYTES:,}. Split it first, e.g. with SentenceSplitter(chunk_size=1024) "
-                    "before GraphRAGTransform. Nothing was written."
-                )
-        empty = [n.node_id for n in nodes if not n.get_content(MetadataMode.NONE).strip()]
-        if empty:
-            logger.warning("Skipped %d node(s) with no text: %s", len(empty), ", ".join(empty[:10]))
-            kept = [(n, t) for n, t in zip(nodes, triplets) if n.get_content(MetadataMode.NONE).strip()]
-            nodes, triplets = [n for n, _ in kept], [t for _, t in kept]
+        nodes, triplets = checked(nodes, triplets)
         with self._write_lock:
             return self._writer.add(nodes, triplets)
 
@@ -249,6 +230,10 @@ class MilvusGraphStore:
     def count(self) -> Dict[str, int]:
         """Rows stored in each collection, as Milvus counts them."""
         return self.collections.counts()
+
+    def passage_ids(self, ref_doc_id: str) -> List[str]:
+        """The ids of a document's stored passages (`passage_id(ref_doc_id, text)` of each)."""
+        return self._writer.passages_of(ref_doc_id)
 
     def has_entities(self, entity_ids: Sequence[int]) -> np.ndarray:
         """Whether each entity id is stored."""

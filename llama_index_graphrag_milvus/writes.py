@@ -20,11 +20,40 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 from llama_index_graphrag_milvus.adjacency import GraphCache
 from llama_index_graphrag_milvus.backends import GraphBackend
 from llama_index_graphrag_milvus.filters import id_filter
-from llama_index_graphrag_milvus.milvus import ENTITIES, MAX_SYNONYMS, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.extract import given_triplets
+from llama_index_graphrag_milvus.milvus import ENTITIES, MAX_SYNONYMS, PASSAGES, RELATIONS, Collections, GraphStoreError
 from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id
 from llama_index_graphrag_milvus.search import VectorSearch
 
 logger = logging.getLogger(__name__)
+
+#: The longest passage text a row holds (a Milvus VARCHAR).
+MAX_PASSAGE_BYTES = 65_535
+
+
+def checked(
+    nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]]
+) -> Tuple[List[BaseNode], List[Sequence[Triplet]]]:
+    """The nodes to write and their triplets (by default those in their metadata), checked before anything
+    is written: a passage too long for a row is refused with an error naming the fix; empty nodes are
+    skipped with a warning."""
+    if triplets is None:
+        triplets = [given_triplets(node) or [] for node in nodes]
+    if len(nodes) != len(triplets):
+        raise ValueError(f"got {len(nodes)} nodes but {len(triplets)} triplet lists")
+    for node in nodes:
+        size = len(node.get_content(MetadataMode.NONE).encode("utf-8"))
+        if size > MAX_PASSAGE_BYTES:
+            raise GraphStoreError(
+                f"Node {node.node_id} holds {size:,} bytes of text; a passage holds at most "
+                f"{MAX_PASSAGE_BYTES:,}. Split it first, e.g. with SentenceSplitter(chunk_size=1024) "
+                "before GraphRAGTransform. Nothing was written."
+            )
+    kept = [(n, t) for n, t in zip(nodes, triplets) if n.get_content(MetadataMode.NONE).strip()]
+    if len(kept) < len(nodes):
+        empty = [n.node_id for n in nodes if not n.get_content(MetadataMode.NONE).strip()]
+        logger.warning("Skipped %d node(s) with no text: %s", len(empty), ", ".join(empty[:10]))
+    return [n for n, _ in kept], [t for _, t in kept]
 
 
 @dataclass
@@ -74,7 +103,7 @@ class Writer:
     def delete(self, ref_doc_id: str) -> None:
         """Delete a document: its passages, the relations no other passage states, and the entities left
         with no relation."""
-        pids = [r["id"] for r in self.collections.query(PASSAGES, id_filter([ref_doc_id], "doc_id"), ["id"])]
+        pids = self.passages_of(ref_doc_id)
         if not pids:
             return
         self.graph.writing()
@@ -82,6 +111,10 @@ class Writer:
         orphans = cache.remove_passages(pids)
         self.collections.delete(PASSAGES, pids)
         self._delete_orphans(cache, *orphans)
+
+    def passages_of(self, ref_doc_id: str) -> List[str]:
+        """The ids of a document's stored passages."""
+        return [r["id"] for r in self.collections.query(PASSAGES, id_filter([ref_doc_id], "doc_id"), ["id"])]
 
     # the three writes -------------------------------------------------------------------------
     def _write_entities(self, new: Dict[int, str]) -> Tuple[List[int], List[str], np.ndarray, Dict[int, List[int]]]:

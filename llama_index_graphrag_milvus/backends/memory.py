@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
-from llama_index_graphrag_milvus import snapshot as snapshot_file
+import llama_index_graphrag_milvus.snapshot as snapshot_file
 from llama_index_graphrag_milvus.adjacency import GraphCache
 from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_passages
 from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations, neighbours, union, unique

@@ -1,0 +1,81 @@
+"""Rankers are objects behind one protocol: a user's own ranker, and an LLM rerank merged into a graph
+ranking (never instead of it)."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
+from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, bernoulli_documents
+from llama_index_graphrag_milvus.ranking import ChainRanker, LLMRanker, Ranking, RankTask, SimilarityRanker
+
+from conftest import ScriptedLLM, graph_llm
+
+
+@pytest.fixture
+def store(make_store):
+    store = make_store()
+    GraphRAGTransform(store=store)(bernoulli_documents())
+    return store
+
+
+def ids(nodes):
+    return [n.node.node_id for n in nodes]
+
+
+@dataclass
+class Reversed:
+    """A user's ranker: dense retrieval's passages, worst first."""
+
+    name: str = "reversed"
+    needs_context: bool = False
+
+    def rank(self, task: RankTask) -> Ranking:
+        return Ranking(self.name, list(reversed(task.dense)))
+
+
+def test_a_users_ranker_orders_the_passages(store):
+    run = GraphRAGRetriever(store=store, similarity_top_k=5, reranker=Reversed()).trace(EULER_QUESTION)
+    assert run.reranker == "reversed" and len(run.dense) == 5
+    worst_first = [p for p, _ in reversed(run.dense)]
+    nodes = store.get_passages(worst_first)
+    assert ids(run.nodes) == [nodes[p].node_id for p in worst_first]
+
+
+def test_strings_name_the_built_in_rankers_and_a_wrong_name_says_which_exist(store):
+    assert isinstance(GraphRAGRetriever(store=store).ranker, ChainRanker)
+    assert isinstance(GraphRAGRetriever(store=store, reranker="similarity").ranker, SimilarityRanker)
+    llm_ranker = GraphRAGRetriever(store=store, llm=graph_llm([], []), reranker="chain").ranker
+    assert isinstance(llm_ranker, LLMRanker) and isinstance(llm_ranker.base, ChainRanker)
+    with pytest.raises(ValueError, match="chain, ppr, similarity"):
+        GraphRAGRetriever(store=store, reranker="pagerank")
+
+
+@pytest.mark.parametrize("answer", ["not json", '{"useful_relationships": ["[999] nothing offered"]}', ""])
+def test_an_unusable_llm_answer_gives_exactly_the_graph_ranking(store, answer):
+    def script(prompt: str) -> str:
+        return '{"named_entities": ["Euler"]}' if '"named_entities"' in prompt else answer
+
+    no_llm = GraphRAGRetriever(store=store, similarity_top_k=5, reranker="chain").trace(EULER_QUESTION)
+    llm = ScriptedLLM(script=script, prompts=[])
+    with_llm = GraphRAGRetriever(store=store, llm=llm, similarity_top_k=5, reranker="chain").trace(EULER_QUESTION)
+    assert [(n.node.node_id, n.score) for n in with_llm.nodes] == [(n.node.node_id, n.score) for n in no_llm.nodes]
+    assert with_llm.reranker == "chain"
+
+
+def test_the_llms_choice_comes_first_then_the_graph_ranking_fills(store):
+    llm = graph_llm(mentions=["Euler"], chosen=["son of"])
+    chain = GraphRAGRetriever(store=store, similarity_top_k=5, reranker="chain").trace(EULER_QUESTION)
+    run = GraphRAGRetriever(store=store, llm=llm, similarity_top_k=5, reranker="chain").trace(EULER_QUESTION)
+    assert run.reranker == "llm" and run.thought_process == "follow the chain"
+    assert ids(run.nodes)[0] == ANSWER_DOC_ID
+    rest = [i for i in ids(chain.nodes) if i != ANSWER_DOC_ID]
+    assert ids(run.nodes)[1:] == rest[: len(run.nodes) - 1]
+
+
+def test_known_names_are_matched_without_an_adjacency_in_memory(make_store, tmp_path):
+    store = make_store(uri=str(tmp_path / "remote.db"), adjacency="milvus")
+    GraphRAGTransform(store=store)(bernoulli_documents())
+    assert store.match_entities("Did Euler study at the University of Basel?") == ["euler", "university of basel"]
+    run = GraphRAGRetriever(store=store).trace(EULER_QUESTION)
+    assert run.mentions == ["euler"] and run.seed_entities
