@@ -24,10 +24,12 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 #: Top-k searches over more than this many values (rows × dimension) are approximate (a faiss index);
-#: up to it, exact. An exact search reads every value once.
-EXACT_SEARCH_MAX_VALUES = 1 << 22
-#: The same for threshold searches (`within`), lower: their exact product also compares every score.
-EXACT_WITHIN_MAX_VALUES = 1 << 20
+#: up to it, exact. An exact search reads every value once; the limit keeps that to a few milliseconds,
+#: so that seeds are exact wherever exactness is cheap (an approximate index can miss a seed).
+EXACT_SEARCH_MAX_VALUES = 1 << 24
+#: The same for threshold searches (`within`, batches of new entities at ingest), lower: their exact
+#: product also compares every score.
+EXACT_WITHIN_MAX_VALUES = 1 << 23
 
 
 class VectorCache:
