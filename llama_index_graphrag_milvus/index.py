@@ -1,0 +1,241 @@
+"""GraphRAGIndex: a store, its ingestion steps and its retriever behind LlamaIndex's index interface.
+
+    index = GraphRAGIndex.from_documents(documents)          # Milvus Lite at ./graphrag_milvus.db
+    index.as_retriever(similarity_top_k=5).retrieve(question)
+    index.as_query_engine(llm=llm).query(question)
+
+It is a plain class with the method names of LlamaIndex's indices (`from_documents`, `as_retriever`,
+`as_query_engine`, `insert`, `insert_nodes`, `delete_ref_doc`, `refresh_ref_docs`), not a `BaseIndex`:
+Milvus holds everything (no index struct, no docstore). `MilvusGraphStore`, `GraphRAGTransform` and
+`GraphRAGRetriever` stay public for composing by hand.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections import defaultdict
+from typing import Any, Dict, List, Optional, Sequence
+
+from llama_index.core import Settings
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.llms import MockLLM
+from llama_index.core.llms.llm import LLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.response_synthesizers import BaseSynthesizer, ResponseMode
+from llama_index.core.response_synthesizers.context_only import ContextOnly
+from llama_index.core.response_synthesizers.no_text import NoText
+from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
+
+from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
+from llama_index_graphrag_milvus.schema import passage_id
+from llama_index_graphrag_milvus.store import MilvusGraphStore
+from llama_index_graphrag_milvus.transform import GraphRAGTransform
+
+__all__ = ["GraphRAGIndex"]
+
+logger = logging.getLogger(__name__)
+
+
+class GraphRAGIndex:
+    """A Graph RAG index on Milvus: build it with `from_documents`, reopen it with `GraphRAGIndex(store=...)`.
+
+    Args:
+        store: The store holding (or to hold) the entities, relations and passages.
+        llm: The LLM of the graph steps: triplet extraction for nodes that carry none, and the
+            retriever's NER and rerank. None (the default) makes no LLM call: triplets come from metadata
+            or `CooccurrenceExtractor`, and the retriever matches known names and reranks with the graph.
+            `Settings.llm` is never used for these steps; it only answers in `as_query_engine`.
+        transformations: The steps run before the graph write on every insert (a splitter, a KG
+            extractor, ...). Defaults to `Settings.transformations` (a `SentenceSplitter()` unless you
+            changed them). A `GraphRAGTransform` is appended, writing to `store` with `llm`; to configure
+            it (`extractor=`, `num_workers=`, ...), pass your own as the last step.
+        show_progress: Show progress bars while ingesting.
+
+    Attributes:
+        store: The `MilvusGraphStore`.
+        llm: The LLM of the graph steps (or None).
+        transformations: Every ingestion step; the last is `transform`.
+        transform: The `GraphRAGTransform` that writes to `store`.
+    """
+
+    def __init__(
+        self,
+        store: MilvusGraphStore,
+        llm: Optional[LLM] = None,
+        transformations: Optional[Sequence[TransformComponent]] = None,
+        show_progress: bool = False,
+    ) -> None:
+        steps = list(Settings.transformations if transformations is None else transformations)
+        if steps and isinstance(steps[-1], GraphRAGTransform):
+            if steps[-1].store is not store:
+                raise ValueError("The GraphRAGTransform of transformations writes to another store.")
+        else:
+            steps.append(GraphRAGTransform(store=store, llm=llm, show_progress=show_progress))
+        if any(isinstance(step, GraphRAGTransform) for step in steps[:-1]):
+            raise ValueError("A GraphRAGTransform must be the last transformation: it writes the graph.")
+        self.store, self.llm, self.show_progress = store, llm, show_progress
+        self.transformations: List[TransformComponent] = steps
+        self.transform: GraphRAGTransform = steps[-1]
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        store: Optional[MilvusGraphStore] = None,
+        llm: Optional[LLM] = None,
+        embed_model: Optional[BaseEmbedding] = None,
+        transformations: Optional[Sequence[TransformComponent]] = None,
+        show_progress: bool = False,
+        **store_kwargs: Any,
+    ) -> "GraphRAGIndex":
+        """Ingest documents and return their index.
+
+        Args:
+            documents: The documents; triplets in `metadata["triplets"]` are used as given.
+            store: The store to write to. Defaults to `MilvusGraphStore(embed_model=embed_model,
+                **store_kwargs)`: Milvus Lite at ./graphrag_milvus.db, its collections kept if they exist.
+            llm, transformations, show_progress: As in `GraphRAGIndex`.
+            embed_model, **store_kwargs: For the default store only (`uri`, `collection_prefix`, ...).
+        """
+        if store is None:
+            store = MilvusGraphStore(embed_model=embed_model, **store_kwargs)
+        elif embed_model is not None or store_kwargs:
+            raise TypeError(
+                "embed_model and store options apply to a new store; with store=..., set them on the store."
+            )
+        index = cls(store=store, llm=llm, transformations=transformations, show_progress=show_progress)
+        index._run(documents)
+        return index
+
+    # retrieval ----------------------------------------------------------------------------------
+    def as_retriever(self, **kwargs: Any) -> GraphRAGRetriever:
+        """A `GraphRAGRetriever` over the store, with the index's `llm` unless `llm=` is given; keyword
+        arguments go to the retriever (`similarity_top_k`, `reranker`, `expansion_degree`, ...)."""
+        kwargs.setdefault("llm", self.llm)
+        return GraphRAGRetriever(store=self.store, **kwargs)
+
+    def as_query_engine(self, llm: Optional[LLM] = None, **kwargs: Any) -> RetrieverQueryEngine:
+        """A `RetrieverQueryEngine` that answers from the graph-retrieved passages.
+
+        The answering LLM is `llm`, else the index's `llm`, else `Settings.llm` when it is set or
+        OPENAI_API_KEY is. The retriever uses the index's `llm`, else this `llm`.
+
+        With no LLM at all, the engine still runs offline and makes no LLM call: it answers with the
+        retrieved passages themselves, their texts joined (`response_mode="context_only"`; "no_text" gives
+        an empty answer), and returns them in `response.source_nodes` as usual.
+
+        Keyword arguments that `GraphRAGRetriever` takes (`similarity_top_k`, `reranker`, ...) go to the
+        retriever, the others to `RetrieverQueryEngine.from_args` (`response_mode`, `node_postprocessors`,
+        `streaming`, ...).
+        """
+        accepted = inspect.signature(GraphRAGRetriever.__init__).parameters
+        ours = [k for k in kwargs if k in accepted and k not in ("self", "store")]
+        retriever_kwargs = {k: kwargs.pop(k) for k in ours}
+        retriever_kwargs.setdefault("llm", self.llm or llm)
+        retriever = self.as_retriever(**retriever_kwargs)
+        answering = llm or self.llm or _settings_llm()
+        if answering is None:
+            answering = MockLLM()  # never called; keeps Settings.llm (OpenAI by default) unresolved
+            if "response_synthesizer" not in kwargs:
+                kwargs["response_synthesizer"] = _passages_only(answering, kwargs)
+        return RetrieverQueryEngine.from_args(retriever, llm=answering, **kwargs)
+
+    # writing ------------------------------------------------------------------------------------
+    def insert(self, document: Document) -> None:
+        """Ingest one document through the transformations."""
+        self._run([document])
+
+    def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:
+        """Write nodes that are already split (their `ref_doc_id` is their document): only the graph
+        step runs on them, as `insert_nodes` skips the node parser in LlamaIndex's indices."""
+        self.transform(list(nodes))
+
+    def delete_ref_doc(self, ref_doc_id: str) -> None:
+        """Delete a document: its passages, the relations no other passage states, the orphaned entities."""
+        self.store.delete(ref_doc_id)
+
+    def refresh_ref_docs(self, documents: Sequence[Document]) -> List[bool]:
+        """Re-ingest the documents that are new or changed; return, for each, whether it was.
+
+        A document is unchanged when the transformations before the graph step (the splitter) give
+        exactly the passages stored for it (`passage_id(ref_doc_id, text)`) and every stored passage
+        records the document's current hash (`source_node.hash`, so that metadata changes, triplets
+        included, count too). Unchanged documents are left alone: nothing is embedded or written. A
+        changed one is deleted (`store.delete`) and its new passages written. The steps before the graph
+        write run on every document to compare (cheap for a splitter; a KG extractor there runs too).
+        """
+        nodes_of = self._split(documents)
+        changed = [not self._unchanged(doc, nodes_of.get(doc.doc_id, [])) for doc in documents]
+        todo = [doc for doc, is_changed in zip(documents, changed) if is_changed]
+        for doc in todo:
+            self.store.delete(doc.doc_id)
+        nodes = [node for doc in todo for node in nodes_of.get(doc.doc_id, [])]
+        if nodes:
+            self.transform(nodes)
+        return changed
+
+    # helpers ------------------------------------------------------------------------------------
+    def _run(self, documents: Sequence[Document]) -> None:
+        """Run the transformations with no cache: a cache hit would skip the graph write (the transform
+        writes to the store as a side effect), e.g. when a deleted document is ingested again."""
+        pipeline = IngestionPipeline(transformations=self.transformations, disable_cache=True)
+        pipeline.run(documents=list(documents), show_progress=self.show_progress)
+
+    def _split(self, documents: Sequence[Document]) -> Dict[str, List[BaseNode]]:
+        """The nodes the steps before the graph write give, by document id."""
+        pipeline = IngestionPipeline(transformations=self.transformations[:-1], disable_cache=True)
+        by_doc: Dict[str, List[BaseNode]] = defaultdict(list)
+        for node in pipeline.run(documents=list(documents), show_progress=self.show_progress):
+            by_doc[_document_of(node)].append(node)
+        return by_doc
+
+    def _unchanged(self, document: Document, nodes: Sequence[BaseNode]) -> bool:
+        stored = set(self.store.passage_ids(document.doc_id))
+        texts = [node.get_content(MetadataMode.NONE) for node in nodes]
+        if not stored or stored != {passage_id(document.doc_id, t) for t in texts if t.strip()}:
+            return False
+        for node in self.store.get_passages(sorted(stored)).values():
+            source = node.source_node
+            if source is not None and source.hash and source.hash != document.hash:
+                return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"GraphRAGIndex(store={self.store!r}, llm={type(self.llm).__name__ if self.llm else None})"
+
+
+def _document_of(node: BaseNode) -> str:
+    """The document a node belongs to, as the store records it (a Document ingested as is is its own)."""
+    return node.ref_doc_id or node.node_id
+
+
+def _passages_only(llm: LLM, kwargs: Dict[str, Any]) -> BaseSynthesizer:
+    """A synthesizer that needs no LLM ("context_only" or "no_text"), popping its options from `kwargs`.
+
+    Built here, not by `get_response_synthesizer`, which would resolve `Settings.llm` (OpenAI) for them.
+    """
+    mode = ResponseMode(kwargs.pop("response_mode", ResponseMode.CONTEXT_ONLY))
+    if mode not in (ResponseMode.CONTEXT_ONLY, ResponseMode.NO_TEXT):
+        raise ValueError(
+            f'response_mode="{mode.value}" needs an LLM: pass llm=..., set Settings.llm or OPENAI_API_KEY, '
+            'or use response_mode="context_only" (the default without an LLM: the passages, no answer).'
+        )
+    logger.warning(
+        "No LLM (llm=None, Settings.llm unset, no OPENAI_API_KEY): the query engine returns the retrieved "
+        "passages (response.source_nodes; response_mode=%r) without a synthesized answer. "
+        "Pass llm=... to answer.",
+        mode.value,
+    )
+    synthesizer = ContextOnly if mode == ResponseMode.CONTEXT_ONLY else NoText
+    streaming = kwargs.pop("streaming", False)
+    return synthesizer(llm=llm, callback_manager=kwargs.get("callback_manager"), streaming=streaming)
+
+
+def _settings_llm() -> Optional[LLM]:
+    """`Settings.llm` when it is set or OpenAI is usable, without resolving the OpenAI default otherwise."""
+    if Settings._llm is not None or os.environ.get("OPENAI_API_KEY"):
+        return Settings.llm
+    return None

@@ -1,0 +1,161 @@
+"""GraphRAGIndex: from_documents, as_retriever, as_query_engine (with and without an LLM), reopen, updates."""
+
+from typing import Any, List
+
+import pytest
+from llama_index.core import Settings
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import Document
+
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, Triplet
+from llama_index_graphrag_milvus.embeddings import HashEmbedding
+from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, bernoulli_documents
+
+from conftest import graph_llm
+
+
+class CountingEmbedding(HashEmbedding):
+    """A hash embedding that counts the texts it embeds."""
+
+    embedded: int = 0
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        self.embedded += 1
+        return super()._get_text_embedding(text)
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        self.embedded += len(texts)
+        return super()._get_text_embeddings(texts)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """The Bernoulli corpus in a default store (`from_documents` opens it from `uri`), shared read-only."""
+    uri = str(tmp_path_factory.mktemp("index") / "g.db")
+    built = GraphRAGIndex.from_documents(bernoulli_documents(), embed_model=HashEmbedding(dim=64), uri=uri)
+    yield built
+    built.store.close()
+
+
+@pytest.fixture(autouse=True)
+def no_settings_llm():
+    assert Settings._llm is None, "a test left Settings.llm set: the offline path would not be tested"
+
+
+def doc_ids(nodes: Any) -> List[str]:
+    return [n.node.ref_doc_id for n in nodes]
+
+
+def test_from_documents_builds_the_graph_and_retrieves_offline(index):
+    assert index.llm is None and index.transform is index.transformations[-1]
+    assert isinstance(index.transformations[0], SentenceSplitter)
+    assert index.store.count()["passages"] == 5
+    retriever = index.as_retriever(similarity_top_k=2)
+    assert isinstance(retriever, GraphRAGRetriever) and retriever.llm is None
+    hits = retriever.retrieve("What did Daniel Bernoulli write?")
+    assert doc_ids(hits)[0] == ANSWER_DOC_ID and len(hits) == 2
+
+
+def test_query_engine_answers_from_the_graph_retrieved_passages(index):
+    llm = graph_llm(mentions=["Euler"], chosen=["studied under", "son of"])
+
+    response = index.as_query_engine(llm=llm).query(EULER_QUESTION)
+
+    assert str(response) == "fluid dynamics"
+    assert ANSWER_DOC_ID in doc_ids(response.source_nodes)
+    assert any('"named_entities"' in p for p in llm.prompts)  # the retriever used the LLM too
+    answer_prompt = llm.prompts[-1]
+    assert "Hydrodynamica" in answer_prompt and "graphrag_relations" not in answer_prompt
+
+
+def test_query_engine_with_no_llm_returns_the_passages_offline(index, caplog):
+    engine = index.as_query_engine(similarity_top_k=3)  # a retriever argument, routed to the retriever
+
+    response = engine.query("What did Daniel Bernoulli write?")
+
+    assert len(response.source_nodes) == 3 and doc_ids(response.source_nodes)[0] == ANSWER_DOC_ID
+    assert str(response).startswith("title: bernoulli-daniel\n\nDaniel Bernoulli (1700-1782)")  # the passages
+    assert "without a synthesized answer" in caplog.text
+    silent = index.as_query_engine(response_mode="no_text").query("Who taught Euler?")
+    assert not silent.response and silent.source_nodes
+    with pytest.raises(ValueError, match="needs an LLM"):
+        index.as_query_engine(response_mode="compact")
+
+
+def test_transformations_end_with_the_given_graph_transform(index):
+    transform = GraphRAGTransform(store=index.store, num_workers=1)
+    assert GraphRAGIndex(store=index.store, transformations=[transform]).transform is transform
+    with pytest.raises(ValueError, match="last"):
+        GraphRAGIndex(store=index.store, transformations=[transform, SentenceSplitter()])
+    with pytest.raises(TypeError, match="new store"):
+        GraphRAGIndex.from_documents([], store=index.store, collection_prefix="other")
+
+
+def test_reopen_an_existing_store(make_store, tmp_path):
+    store = make_store()
+    GraphRAGIndex.from_documents(bernoulli_documents(), store=store)
+    store.close()
+
+    reopened = GraphRAGIndex(store=make_store(uri=str(tmp_path / "graph.db")))
+
+    assert reopened.store.count()["passages"] == 5
+    assert doc_ids(reopened.as_retriever().retrieve("What did Daniel Bernoulli write?"))[0] == ANSWER_DOC_ID
+
+
+def test_insert_delete_and_refresh(make_store):
+    embed = CountingEmbedding(dim=64)
+    store = make_store(embed_model=embed)
+    docs = bernoulli_documents()
+    index = GraphRAGIndex.from_documents(docs[:4], store=store)
+    index.insert(docs[4])
+    assert store.passage_ids("basel")
+
+    index.delete_ref_doc("basel")
+    assert not store.passage_ids("basel")
+    index.insert_nodes(SentenceSplitter()([bernoulli_documents()[4]]))
+    assert len(store.passage_ids("basel")) == 1
+
+    before = embed.embedded
+    assert index.refresh_ref_docs(bernoulli_documents()) == [False] * 5
+    assert embed.embedded == before  # nothing re-embedded
+    assert store.count()["passages"] == 5
+
+    daniel = bernoulli_documents()[2]
+    son = ["Daniel Bernoulli", "son of", "Johann Bernoulli"]
+    born = ["Daniel Bernoulli", "born in", "Groningen"]
+    changed = Document(  # new text, one relation kept, one added, four dropped
+        id_=ANSWER_DOC_ID,
+        text="Daniel Bernoulli (1700-1782), son of Johann Bernoulli, was born in Groningen.",
+        metadata={"title": ANSWER_DOC_ID, "triplets": [son, born]},
+    )
+    rhine = ["Basel", "lies on", "Rhine"]
+    retagged = Document(  # the same text, fewer triplets: a metadata-only change
+        id_="basel", text=docs[4].text, metadata={"title": "basel", "triplets": [rhine]}
+    )
+    cousin = ["Nicolaus Bernoulli", "cousin of", "Daniel Bernoulli"]
+    new = Document(id_="new", text="Nicolaus Bernoulli was a cousin.", metadata={"triplets": [cousin]})
+
+    assert index.refresh_ref_docs([docs[0], changed, retagged, new]) == [False, True, True, True]
+
+    old = [Triplet(*t) for t in daniel.metadata["triplets"] if t[1] != "son of"]
+    kept = Triplet(*son)
+    stored = store.describe([t.id for t in [*old, kept, Triplet(*born)]])
+    assert set(stored.values()) == {kept, Triplet(*born)}
+    assert not store.describe([Triplet("University of Basel", "founded in", "1460").id])  # the retagged one
+    assert len(store.passage_ids(ANSWER_DOC_ID)) == 1 and store.passage_ids("new")
+
+
+def test_a_deleted_document_comes_back_when_ingested_again(make_store):
+    """The transform writes as a side effect: a transformation cache hit would skip the write."""
+    store = make_store()
+    index = GraphRAGIndex.from_documents(bernoulli_documents(), store=store)
+    index.delete_ref_doc(ANSWER_DOC_ID)
+    assert not store.passage_ids(ANSWER_DOC_ID)
+
+    GraphRAGIndex.from_documents(bernoulli_documents(), store=store)
+    assert store.passage_ids(ANSWER_DOC_ID)
+
+    index.delete_ref_doc(ANSWER_DOC_ID)
+    index.insert(bernoulli_documents()[2])  # the same index (same steps) again
+    assert store.passage_ids(ANSWER_DOC_ID)
+    assert ANSWER_DOC_ID in doc_ids(index.as_retriever().retrieve("What did Daniel Bernoulli write?"))
