@@ -102,8 +102,8 @@ class CooccurrenceExtractor(TransformComponent):
         triplets_key: The metadata key the triplets are written to.
     """
 
-    max_relations_per_sentence: int = 3
-    max_relations_per_node: int = 12
+    max_relations_per_sentence: int = 1
+    max_relations_per_node: int = 8
     max_predicate_words: int = 6
     link_title: bool = True
     years: bool = False
