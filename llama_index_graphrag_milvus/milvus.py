@@ -11,6 +11,8 @@ The passages collection is a standard LlamaIndex Milvus collection, opened throu
 from __future__ import annotations
 
 import contextlib
+import shutil
+import uuid
 import logging
 import threading
 from pathlib import Path
@@ -100,6 +102,68 @@ def _held_by_another_process(path: str) -> bool:
     return False
 
 
+# One store per Milvus Lite collections in a process: two would each keep their own adjacency, and the
+# one that did not write would serve (and save) a stale one. (On a server other processes may write
+# anyway: there the generation token keeps a snapshot from being trusted after another writer.)
+_open: set = set()
+
+
+def _claim(key: Optional[tuple]) -> None:
+    if key is None:
+        return
+    with _lite_lock:
+        if key in _open:
+            raise GraphStoreError(
+                f"A MilvusGraphStore on {key[0]!r} with collection_prefix {key[1]!r} is already open in this "
+                "process. Use that store (share it between threads and retrievers), or close it first."
+            )
+        _open.add(key)
+
+
+def _release(key: Optional[tuple]) -> None:
+    with _lite_lock:
+        _open.discard(key)
+
+
+def _lite_path(uri: str) -> Path:
+    """The Milvus Lite database at `uri`, its folder created; an error naming the fix if it cannot be."""
+    path = Path(uri).expanduser().resolve()
+    if path.suffix != ".db":
+        raise GraphStoreError(
+            f"A Milvus Lite database path must end with .db, got {uri!r}. Pass e.g. uri='./graphrag_milvus.db', "
+            "or the URI of a Milvus server (http://host:19530)."
+        )
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise GraphStoreError(f"{str(folder)!r} is a file, so {uri!r} cannot be created under it. Pass a path in a folder.")
+    if path.exists() and not path.is_dir():
+        raise GraphStoreError(
+            f"{uri!r} is a file, not a Milvus Lite database (which is a folder). Pass another path, or move the file."
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _check_lite(path: Path, names: List[str]) -> None:
+    """Before Milvus Lite opens `path`: refuse a database another process holds (Lite would print a
+    traceback first), and remove the folders of our collections that a killed first open left
+    half-created (Lite writes a collection's folder before its schema, and refuses to create it again)."""
+    if not path.is_dir():
+        return
+    with _lite_lock:
+        ours = str(path) in _lite_users
+    if not ours and _held_by_another_process(str(path)):
+        raise GraphStoreError(
+            f"The Milvus Lite database {str(path)!r} is open in another process. Close the store there "
+            "(store.close()) or use another path: Milvus Lite allows one process per path."
+        )
+    for name in names:
+        folder = path / "collections" / name
+        if folder.is_dir() and not (folder / "schema.json").exists():
+            logger.warning("Removing %s: a collection left half-created by an interrupted first open.", folder)
+            shutil.rmtree(folder)
+
+
 def _id_ranges(parts: int, strings: bool) -> List[str]:
     """Filters splitting a collection into `parts` ranges of its primary key, about equal when keys are
     hashes (entity and relation ids: uniform int64; passage ids: hex digests), covering every key."""
@@ -145,17 +209,25 @@ class Collections:
     ) -> None:
         self.lite_path: Optional[str] = None
         if is_local_path(uri):
-            path = Path(uri).expanduser().resolve()
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = _lite_path(uri)
             uri = str(path)
         self.uri, self.dim = uri, dim
         self.names = {kind: f"{prefix}_{kind}" for kind in KINDS}
+        self.state_name = f"{prefix}_state"  # one row: the generation token (see `advance`)
+        self._key = (uri, prefix) if is_local_path(uri) else None  # one store per Lite collections
         self._token, self._client_kwargs, self._owner = token, client_kwargs, owner
         self._index_config = index_config
         self._consistency_level = consistency_level
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
-        with quiet_lite():
-            self.vector_store = self._open_vector_store(overwrite)
+        _claim(self._key)
+        try:
+            if is_local_path(uri):
+                _check_lite(Path(uri), [*self.names.values(), self.state_name])
+            with quiet_lite():
+                self.vector_store = self._open_vector_store(overwrite)
+        except BaseException:
+            _release(self._key)
+            raise
         self.client: MilvusClient = self.vector_store.client
         if is_local_path(uri):
             self.lite_path = uri
@@ -164,7 +236,7 @@ class Collections:
             with quiet_lite():
                 self._create()
             self._check_dimensions()
-            for name in self.names.values():
+            for name in (*self.names.values(), self.state_name):
                 self.client.load_collection(name)
         except BaseException:
             self.close()
@@ -179,7 +251,7 @@ class Collections:
         try:
             if overwrite:
                 client = MilvusClient(uri=self.uri, token=self._token, **self._client_kwargs)
-                for name in self.names.values():
+                for name in (*self.names.values(), self.state_name):
                     client.drop_collection(name)
                 client.close()
             vector_store = PassageVectorStore(
@@ -225,6 +297,16 @@ class Collections:
                 schema.add_field(text_field, DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
             schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=self.dim)
             self._create_collection(name, schema)
+        if self.state_name not in existing:
+            schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("id", DataType.INT64, is_primary=True)
+            schema.add_field("generation", DataType.VARCHAR, max_length=64)
+            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
+            index_params = self.client.prepare_index_params()
+            index_params.add_index(field_name="embedding", index_type="FLAT", metric_type="L2")
+            self.client.create_collection(
+                self.state_name, schema=schema, index_params=index_params, consistency_level="Strong"
+            )
 
     def _create_collection(self, name: str, schema: Any) -> None:
         index_params = self.client.prepare_index_params()
@@ -248,6 +330,19 @@ class Collections:
                         f"vectors, but the embed model gives {self.dim}. Use the embed model the collection "
                         "was built with, or another collection_prefix (or overwrite=True to rebuild it)."
                     )
+
+    # the write generation -------------------------------------------------------------------
+    def generation(self) -> str:
+        """The token of the collections' current state; every write by any store changes it."""
+        rows = self.client.query(self.state_name, filter="id == 0", output_fields=["generation"])
+        return rows[0]["generation"] if rows else ""
+
+    def advance(self) -> str:
+        """Mark the start of a write: a new random generation token, returned. Called before the write's
+        first row, so that nothing saved about the previous state is trusted again."""
+        token = uuid.uuid4().hex
+        self.client.upsert(self.state_name, [{"id": 0, "generation": token, "embedding": [1.0, 0.0]}])
+        return token
 
     # reading ----------------------------------------------------------------------------------
     def query(self, kind: str, filter: str, fields: Sequence[str], limit: Optional[int] = None) -> List[Dict[str, Any]]:
@@ -332,6 +427,11 @@ class Collections:
         for batch in chunked(list(ids), ID_BATCH):
             self.client.delete(self.names[kind], filter=id_filter(batch))
 
+    def delete_all(self) -> None:
+        """Delete every row of the three collections (they stay, with their schema and index)."""
+        for kind in KINDS:
+            self.client.delete(self.names[kind], filter='id != ""' if kind == PASSAGES else "id >= 0 or id < 0")
+
     def flush(self) -> None:
         """Seal what was written, so that searches run on indexed segments (Milvus Lite searches
         unsealed rows slowly; `search` flushes by itself; a server seals by itself)."""
@@ -343,23 +443,11 @@ class Collections:
             self.client.flush(self.names[kind])
             self._unflushed.discard(kind)
 
-    def drop_and_recreate(self) -> None:
-        """Drop the three collections and create them again, empty."""
-        for name in self.names.values():
-            self.client.drop_collection(name)
-        self.vector_store._collection_initialized = False
-        self._unflushed.clear()
-        reopened = self._open_vector_store(overwrite=False)
-        self.client.close()
-        self.vector_store, self.client = reopened, reopened.client
-        self._create()
-        for name in self.names.values():
-            self.client.load_collection(name)
-
     def close(self) -> None:
         """Release the database (idempotent)."""
         if self.client is None:
             return
+        _release(self._key)
         self.client.close()
         self.client = None  # type: ignore[assignment]
         if self.lite_path is not None:

@@ -58,7 +58,8 @@ class RankTask:
 
 @dataclass
 class Ranking:
-    """Passages best first, with the relations that selected each, and the relations chosen."""
+    """Passages best first, with the relations that selected each (a passage's own relation first), and
+    the relations chosen: the chain followed, from the question's side."""
 
     name: str
     passages: List[Tuple[str, float]]
@@ -120,12 +121,14 @@ class ChainRanker:
         dense = dict(task.dense)
         dense.update(store.passage_similarities(task.vector, [p for p in pids if p not in dense]))
         total = {pid: dense.get(pid, 0.0) for pid, _ in task.dense}
-        chains: Dict[str, List[Scored]] = {}
+        chains: Dict[str, List[Scored]] = {}  # the chain that reached each passage, from the question's side
         for pid, score, i in zip(pids, scores.tolist(), via.tolist()):
             total[pid] = dense.get(pid, 0.0) + self.graph_weight * score
             chains[pid] = [candidates[best[i]], candidates[i]] if best[i] >= 0 else [candidates[i]]
         ranking = sorted(total.items(), key=lambda kv: -kv[1])
-        return Ranking(self.name, ranking, chains, chosen_relations(chains, ranking, task.top_n))
+        # a passage's own relation first, then the neighbour it chained with
+        stated = {pid: chain[::-1] for pid, chain in chains.items()}
+        return Ranking(self.name, ranking, stated, chosen_relations(chains, ranking, task.top_n))
 
 
 @dataclass

@@ -5,9 +5,10 @@ collections (`Columns`, `read_columns`). Milvus Lite hands rows back slowly, so 
 opening a large store. A Lite store therefore saves its columns to a `.npz` file when it closes and, on
 the next open, builds from the file instead of re-reading Milvus.
 
-The file is a cache of Milvus, never a source: a store deletes it before its first write, and only
-trusts it while Milvus still counts the rows that it counted when the file was saved (counted while
-the file is read, so the check costs no time).
+The file is a cache of Milvus, never a source. Every write by any store advances a generation token kept
+in Milvus (`Collections.advance`); the file records the token of the state it holds, and is trusted only
+while Milvus holds that very token (and counts the same rows). A store deletes the file before its first
+write, and saves it on close only if no other store wrote since it read or wrote the rows itself.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass
@@ -116,10 +117,11 @@ def _indices(ids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     return order[at[found]].reshape(-1, 2)
 
 
-def save(path: Path, columns: Columns, meta: Dict[str, Any], counts: Dict[str, int]) -> None:
-    """Write `columns`, the `meta` they were built under and the row `counts` Milvus gave when they were
-    saved to `path`, atomically (a reader never sees half a file)."""
+def save(path: Path, columns: Columns, meta: Dict[str, Any], state: Dict[str, Any]) -> None:
+    """Write `columns`, the `meta` they were built under and the `state` of Milvus they hold (its row
+    counts and generation) to `path`, atomically (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_partials(path)
     arrays: Dict[str, np.ndarray] = {}
     for f in fields(Columns):
         value = getattr(columns, f.name)
@@ -130,16 +132,16 @@ def save(path: Path, columns: Columns, meta: Dict[str, Any], counts: Dict[str, i
         else:
             arrays[f.name] = np.asarray(value)
     arrays["meta"] = np.array([_describe(meta)])
-    arrays["counts"] = np.array([json.dumps(counts, sort_keys=True)])
+    arrays["counts"] = np.array([json.dumps(state, sort_keys=True)])
     partial = path.with_name(path.name + f".{os.getpid()}.partial")
     with open(partial, "wb") as file:
         np.savez(file, **arrays)
     os.replace(partial, path)
 
 
-def load(path: Path, meta: Dict[str, Any]) -> Optional[Tuple[Columns, Dict[str, int]]]:
-    """The columns saved at `path` and the row counts saved with them, if the file exists and was saved
-    under exactly this `meta`. Whether Milvus still counts those rows is the caller's check."""
+def load(path: Path, meta: Dict[str, Any]) -> Optional[Tuple[Columns, Dict[str, Any]]]:
+    """The columns saved at `path` and the state saved with them, if the file exists and was saved under
+    exactly this `meta`. Whether Milvus is still in that state is the caller's check."""
     try:
         with np.load(path, allow_pickle=False) as data:
             if str(data["meta"][0]) != _describe(meta):
@@ -164,11 +166,20 @@ def _describe(meta: Dict[str, Any]) -> str:
 
 
 def discard(path: Path) -> None:
-    """Delete the file at `path`, if any."""
+    """Delete the file at `path`, if any, and any half-written copy a killed save left."""
     try:
         path.unlink()
     except FileNotFoundError:
         pass
+    _remove_partials(path)
+
+
+def _remove_partials(path: Path) -> None:
+    for partial in path.parent.glob(path.name + ".*.partial") if path.parent.exists() else ():
+        try:
+            partial.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _pack(strings: List[str]) -> tuple:

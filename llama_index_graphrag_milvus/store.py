@@ -36,7 +36,8 @@ from llama_index_graphrag_milvus.milvus import ENTITIES, PASSAGES, RELATIONS, Co
 from llama_index_graphrag_milvus.vector_store import PassageVectorStore
 from llama_index_graphrag_milvus.schema import ScoredEntity, Triplet
 from llama_index_graphrag_milvus.search import CachedSearch, MilvusSearch, VectorSearch
-from llama_index_graphrag_milvus.writes import MAX_PASSAGE_BYTES, Writer, checked
+from llama_index_graphrag_milvus.rows import MAX_PASSAGE_BYTES, checked
+from llama_index_graphrag_milvus.writes import Writer
 
 __all__ = ["DEFAULT_URI", "MAX_PASSAGE_BYTES", "GraphStoreError", "MilvusGraphStore", "milvus_literal"]
 
@@ -208,11 +209,10 @@ class MilvusGraphStore:
             self._writer.delete(ref_doc_id)
 
     def clear(self) -> None:
-        """Drop every entity, relation and passage of this store (its three collections), and start empty."""
+        """Delete every entity, relation and passage of this store, and start empty. Retrievals running
+        meanwhile see the store before or after, never a missing collection."""
         with self._write_lock:
-            self._graph.writing()
-            self.collections.drop_and_recreate()
-            self._graph.reset()
+            self._writer.clear()
 
     async def aadd(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
         """Async `add`: the work runs off the event loop."""
@@ -227,6 +227,12 @@ class MilvusGraphStore:
         self.collections.flush()
 
     # reading ------------------------------------------------------------------------------------
+    @property
+    def generation(self) -> str:
+        """A token of the store's current state in Milvus: every write, by any store on these
+        collections, changes it (snapshots and pipeline caches are only trusted while it holds)."""
+        return self.collections.generation()
+
     def count(self) -> Dict[str, int]:
         """Rows stored in each collection, as Milvus counts them."""
         return self.collections.counts()

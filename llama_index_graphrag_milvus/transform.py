@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.async_utils import asyncio_run, run_jobs
@@ -81,9 +82,16 @@ class GraphRAGTransform(TransformComponent):
         return "GraphRAGTransform"
 
     def to_dict(self, **kwargs: Any) -> Dict[str, Any]:
-        # IngestionPipeline caches on this dict: name the store, so another store is never skipped.
+        # IngestionPipeline caches a step's output on a hash of this dict and of the nodes. This step's
+        # real output is its write to the store, so the hash names the store and its current generation:
+        # once the store changed (a delete, a clear, an overwrite, another writer), a cached run never
+        # stands in for a write the store no longer holds.
         data = super().to_dict(**kwargs)
         data["store"] = repr(self.store)
+        try:
+            data["store_generation"] = self.store.generation
+        except Exception:  # a closed store: no cache hit can be right
+            data["store_generation"] = uuid.uuid4().hex
         if self.extractor is not None:
             data["extractor"] = repr(self.extractor)
         return data
@@ -98,6 +106,13 @@ class GraphRAGTransform(TransformComponent):
         if self.extractor is not None:
             return type(self.extractor).__name__
         return "LLM" if self.llm is not None else CooccurrenceExtractor.class_name()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        raise TypeError(
+            "GraphRAGTransform writes to a MilvusGraphStore open in this process and cannot be sent to "
+            "worker processes: run the pipeline with num_workers=1 (the default). Extraction runs "
+            "concurrently anyway: GraphRAGTransform(num_workers=...)."
+        )
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)

@@ -500,7 +500,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
             first.close()
             second = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=str(path))
             try:
-                return {"refused": refused, "saved": path.exists(), "reopened_from_file": second._snapshot_current,
+                return {"refused": refused, "saved": path.exists(), "reopened_from_file": second.backend.snapshot_used,
                         "same_counts": second.backend.counts() == counts == second.count()}
             finally:
                 second.close()

@@ -210,7 +210,7 @@ def test_an_injected_instruction_cannot_make_rerank_pick_what_was_not_offered(ma
     retriever = GraphRAGRetriever(store=store, llm=ScriptedLLM(script=steered, prompts=[]), similarity_top_k=2)
     with caplog.at_level(logging.WARNING):
         run = retriever.trace("Who taught Euler?")
-    assert "falling back to similarity order" in caplog.text
+    assert "the ranking without it stands" in caplog.text
     candidate_ids = {c.id for c in run.candidates}
     assert run.chosen and all(r.id in candidate_ids for r in run.chosen)
 

@@ -113,6 +113,9 @@ class GraphBackend(Protocol):
     def writing(self) -> None:
         """A write is about to change Milvus: anything saved about it is stale from now on."""
 
+    def written(self, generation: str) -> None:
+        """The write finished whole: the adjacency holds Milvus' state `generation`."""
+
     def scope(
         self, passage_ids: Sequence[str] = (), relation_ids: Sequence[int] = (), entity_ids: Sequence[int] = ()
     ) -> GraphCache:

@@ -49,42 +49,52 @@ class MemoryGraph:
         self.collections, self.search, self.cache = collections, search, cache
         self.snapshot, self.meta = snapshot, meta
         self._current = False  # the snapshot file holds exactly what the caches hold
+        self._generation: Optional[str] = None  # the Milvus state the caches hold; None: unknown
         self._vectors = search if isinstance(search, CachedSearch) else None
 
     # the GraphBackend protocol ----------------------------------------------------------------
     def open(self) -> None:
-        """Fill the caches: from the snapshot file when it is current, else from Milvus' rows."""
+        """Fill the caches: from the snapshot file when it holds Milvus' current state, else from the
+        rows in Milvus."""
         self._current = False
+        generation = self.collections.generation() or self.collections.advance()  # a store never written
         if self.snapshot is not None and self.snapshot.exists():
             with ThreadPoolExecutor(max_workers=1) as pool:
-                counting = pool.submit(self.collections.counts)  # Milvus counts while the file is read
+                state = pool.submit(self._state, generation)  # Milvus counts while the file is read
                 loaded = snapshot_file.load(self.snapshot, self.meta)
                 if loaded is not None:
                     self._fill(loaded[0])
-                    counted = counting.result()
-                    if loaded[1] == counted:
-                        self._current = True
+                    if loaded[1] == state.result():
+                        self._current, self._generation = True, generation
                         return
                     logger.info(
-                        "Snapshot %s is stale (it holds %s rows, Milvus %s); rebuilding from Milvus.",
-                        self.snapshot, loaded[1], counted,
+                        "Snapshot %s is stale (it holds %s, Milvus %s); rebuilding from Milvus.",
+                        self.snapshot, loaded[1], state.result(),
                     )
                     self.reset()
         self._fill(snapshot_file.read_columns(self.collections, with_vectors=self._vectors is not None))
+        self._generation = generation  # read before the rows: a write meanwhile makes it stale, never current
 
     def close(self) -> None:
-        """Save the caches for the next open, if they hold what Milvus holds."""
+        """Save the caches for the next open, if they hold what Milvus holds: no other store (in this
+        process or another) has written since this one read or wrote the rows."""
         if self.snapshot is None or self._current:
+            return
+        if self._generation is None or self._generation != self.collections.generation():
+            logger.info("Not saving a snapshot of %s: the store changed since its caches were built.", self.snapshot)
             return
         columns = self.columns()
         held = {"relations": len(columns.relation_ids), "passages": len(columns.passage_ids)}
-        counted = self.collections.counts()
+        state = self._state(self._generation)
         # Milvus may also hold entities with no relation, left by an interrupted write: not cached
-        if held != {k: counted[k] for k in held} or len(columns.entity_ids) > counted["entities"]:
-            logger.info("Not saving a snapshot: the caches hold %s rows, Milvus %s.", held, counted)
+        if held != {k: state[k] for k in held} or len(columns.entity_ids) > state["entities"]:
+            logger.info("Not saving a snapshot: the caches hold %s rows, Milvus %s.", held, state)
             return
-        snapshot_file.save(self.snapshot, columns, self.meta, counted)
+        snapshot_file.save(self.snapshot, columns, self.meta, state)
         self._current = True
+
+    def _state(self, generation: str) -> Dict[str, Any]:
+        return {**self.collections.counts(), "generation": generation}
 
     def reset(self) -> None:
         self.cache.reset()
@@ -93,7 +103,10 @@ class MemoryGraph:
     def writing(self) -> None:
         if self.snapshot is not None:
             snapshot_file.discard(self.snapshot)
-        self._current = False
+        self._current, self._generation = False, None
+
+    def written(self, generation: str) -> None:
+        self._generation = generation
 
     def scope(
         self, passage_ids: Sequence[str] = (), relation_ids: Sequence[int] = (), entity_ids: Sequence[int] = ()

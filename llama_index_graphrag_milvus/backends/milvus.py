@@ -116,6 +116,9 @@ class MilvusGraph:
     def writing(self) -> None:
         pass
 
+    def written(self, generation: str) -> None:
+        pass
+
     def counts(self) -> Dict[str, int]:
         return self.collections.counts()
 
