@@ -8,7 +8,7 @@ One protocol, `VectorSearch`, with two implementations picked once when a store 
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Dict, List, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -176,7 +176,3 @@ class MilvusSearch:
             found += [{i: s for i, s, _ in row if s >= threshold} for row in hits]
         return found
 
-
-def open_search(collections: Collections, cache: Optional[GraphCache], dim: int) -> VectorSearch:
-    """In memory when the adjacency is (`cache`), else by Milvus searches."""
-    return CachedSearch(cache, dim) if cache is not None else MilvusSearch(collections)

@@ -79,12 +79,6 @@ class Neighbourhood:
         """The passages stating a relation."""
         return self.cache.passages_of_relation(relation_id)
 
-    def entity_positions(self, ids: Sequence[int]) -> np.ndarray:
-        return _found(self.cache.entities.lookup(np.asarray(list(ids), dtype=np.int64)))
-
-    def relation_positions(self, ids: Sequence[int]) -> np.ndarray:
-        return _found(self.cache.relations.lookup(np.asarray(list(ids), dtype=np.int64)))
-
     def passage_positions(self, ids: Sequence[str]) -> np.ndarray:
         return _found(self.cache.passages.lookup(list(ids))) if len(ids) else np.zeros(0, dtype=np.int64)
 
