@@ -132,7 +132,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from llama_index_graphrag_milvus.evaluation import run_benchmark
+    from llama_index_graphrag_milvus.benchmark import run_benchmark
 
     run_benchmark(
         args.data,

@@ -10,17 +10,16 @@ The passages collection is a standard LlamaIndex Milvus collection, opened throu
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import uuid
 import logging
-import threading
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
+import llama_index_graphrag_milvus.lite as lite
+from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.filters import id_filter, milvus_literal
 from llama_index_graphrag_milvus.schema import MAX_NAME_LENGTH, chunked
 from llama_index_graphrag_milvus.vector_store import PassageVectorStore
@@ -41,127 +40,9 @@ MAX_SYNONYMS = 8
 QUERY_LIMIT = 16384
 
 
-class GraphStoreError(RuntimeError):
-    """A store cannot be opened or written as asked; the message says how to fix it."""
-
-
 def is_local_path(uri: str) -> bool:
     """Whether `uri` names a Milvus Lite database (a path) rather than a server."""
     return "://" not in uri
-
-
-@contextlib.contextmanager
-def quiet_lite() -> Iterator[None]:
-    """Milvus Lite lacks a timestamp RPC (AllocTimestamp) that `query_iterator` and index creation try
-    first, and its embedded server logs a traceback each time; silence that harmless noise."""
-    loggers = [logging.getLogger(name) for name in ("grpc._server", "pymilvus.orm.iterator", "pymilvus")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
-# Milvus Lite: one embedded server per path and process -----------------------------------------------
-_lite_users: Dict[str, int] = {}
-_lite_lock = threading.Lock()
-
-
-def _lite_acquire(path: str) -> None:
-    with _lite_lock:
-        _lite_users[path] = _lite_users.get(path, 0) + 1
-
-
-def _lite_release(path: str) -> None:
-    with _lite_lock:
-        _lite_users[path] -= 1
-        if _lite_users[path] > 0:
-            return
-        del _lite_users[path]
-    from milvus_lite.server_manager import server_manager_instance
-
-    server_manager_instance.release_server(path)
-
-
-def _held_by_another_process(path: str) -> bool:
-    """Whether another process holds the Milvus Lite lock on `path`."""
-    import fcntl
-
-    lock_file = Path(path) / "LOCK"
-    if not lock_file.exists():
-        return False
-    with open(lock_file, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
-
-
-# One store per Milvus Lite collections in a process: two would each keep their own adjacency, and the
-# one that did not write would serve (and save) a stale one. (On a server other processes may write
-# anyway: there the generation token keeps a snapshot from being trusted after another writer.)
-_open: set = set()
-
-
-def _claim(key: Optional[tuple]) -> None:
-    if key is None:
-        return
-    with _lite_lock:
-        if key in _open:
-            raise GraphStoreError(
-                f"A MilvusGraphStore on {key[0]!r} with collection_prefix {key[1]!r} is already open in this "
-                "process. Use that store (share it between threads and retrievers), or close it first."
-            )
-        _open.add(key)
-
-
-def _release(key: Optional[tuple]) -> None:
-    with _lite_lock:
-        _open.discard(key)
-
-
-def _lite_path(uri: str) -> Path:
-    """The Milvus Lite database at `uri`, its folder created; an error naming the fix if it cannot be."""
-    path = Path(uri).expanduser().resolve()
-    if path.suffix != ".db":
-        raise GraphStoreError(
-            f"A Milvus Lite database path must end with .db, got {uri!r}. Pass e.g. uri='./graphrag_milvus.db', "
-            "or the URI of a Milvus server (http://host:19530)."
-        )
-    folder = next((p for p in path.parents if p.exists()), None)
-    if folder is not None and not folder.is_dir():
-        raise GraphStoreError(f"{str(folder)!r} is a file, so {uri!r} cannot be created under it. Pass a path in a folder.")
-    if path.exists() and not path.is_dir():
-        raise GraphStoreError(
-            f"{uri!r} is a file, not a Milvus Lite database (which is a folder). Pass another path, or move the file."
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _check_lite(path: Path, names: List[str]) -> None:
-    """Before Milvus Lite opens `path`: refuse a database another process holds (Lite would print a
-    traceback first), and remove the folders of our collections that a killed first open left
-    half-created (Lite writes a collection's folder before its schema, and refuses to create it again)."""
-    if not path.is_dir():
-        return
-    with _lite_lock:
-        ours = str(path) in _lite_users
-    if not ours and _held_by_another_process(str(path)):
-        raise GraphStoreError(
-            f"The Milvus Lite database {str(path)!r} is open in another process. Close the store there "
-            "(store.close()) or use another path: Milvus Lite allows one process per path."
-        )
-    for name in names:
-        folder = path / "collections" / name
-        if folder.is_dir() and not (folder / "schema.json").exists():
-            logger.warning("Removing %s: a collection left half-created by an interrupted first open.", folder)
-            shutil.rmtree(folder)
 
 
 def _id_ranges(parts: int, strings: bool) -> List[str]:
@@ -179,6 +60,51 @@ def _id_ranges(parts: int, strings: bool) -> List[str]:
     filters = [f"id < {bounds[0]}"]
     filters += [f"id >= {lo} and id < {hi}" for lo, hi in zip(bounds[:-1], bounds[1:])]
     return filters + [f"id >= {bounds[-1]}"]
+
+
+def _create_collections(
+    client: MilvusClient, names: Dict[str, str], state_name: str, dim: int, index_config: Dict[str, Any], consistency: str
+) -> None:
+    """Create the entities, relations and state collections that do not exist yet (the passages one is
+    MilvusVectorStore's)."""
+    existing = set(client.list_collections())
+    name = names[ENTITIES]
+    if name not in existing:
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("name", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+        schema.add_field("synonym_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_SYNONYMS)
+        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=dim)
+        _create_collection(client, name, schema, index_config, consistency)
+    name = names[RELATIONS]
+    if name not in existing:
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("subject_id", DataType.INT64)
+        schema.add_field("object_id", DataType.INT64)
+        schema.add_field("entity_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=2)
+        for text_field in ("subject", "predicate", "object"):
+            schema.add_field(text_field, DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
+        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=dim)
+        _create_collection(client, name, schema, index_config, consistency)
+    if state_name not in existing:
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("generation", DataType.VARCHAR, max_length=64)
+        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
+        _create_collection(client, state_name, schema, {"index_type": "FLAT", "metric_type": "L2"}, "Strong")
+
+
+def _create_collection(client: MilvusClient, name: str, schema: Any, index_config: Dict[str, Any], consistency: str) -> None:
+    index_params = client.prepare_index_params()
+    config = dict(index_config)
+    index_params.add_index(
+        field_name="embedding",
+        index_type=config.pop("index_type", "AUTOINDEX"),
+        metric_type=config.pop("metric_type", "COSINE"),
+        params=config or None,
+    )
+    client.create_collection(name, schema=schema, index_params=index_params, consistency_level=consistency)
 
 
 class Collections:
@@ -209,7 +135,7 @@ class Collections:
     ) -> None:
         self.lite_path: Optional[str] = None
         if is_local_path(uri):
-            path = _lite_path(uri)
+            path = lite.lite_path(uri)
             uri = str(path)
         self.uri, self.dim = uri, dim
         self.names = {kind: f"{prefix}_{kind}" for kind in KINDS}
@@ -219,21 +145,21 @@ class Collections:
         self._index_config = index_config
         self._consistency_level = consistency_level
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
-        _claim(self._key)
+        lite.claim(self._key)
         try:
             if is_local_path(uri):
-                _check_lite(Path(uri), [*self.names.values(), self.state_name])
-            with quiet_lite():
+                lite.check_lite(Path(uri), [*self.names.values(), self.state_name])
+            with lite.quiet_lite():
                 self.vector_store = self._open_vector_store(overwrite)
         except BaseException:
-            _release(self._key)
+            lite.release(self._key)
             raise
         self.client: MilvusClient = self.vector_store.client
         if is_local_path(uri):
             self.lite_path = uri
-            _lite_acquire(uri)
+            lite.lite_acquire(uri)
         try:
-            with quiet_lite():
+            with lite.quiet_lite():
                 self._create()
             self._check_dimensions()
             for name in (*self.names.values(), self.state_name):
@@ -269,7 +195,7 @@ class Collections:
             vector_store._graph_store = self._owner
             return vector_store
         except Exception as exc:
-            if is_local_path(self.uri) and _held_by_another_process(self.uri):
+            if is_local_path(self.uri) and lite.held_by_another_process(self.uri):
                 raise GraphStoreError(
                     f"The Milvus Lite database {self.uri!r} is open in another process. Close the store "
                     "there (store.close()) or use another path: Milvus Lite allows one process per path."
@@ -277,49 +203,7 @@ class Collections:
             raise
 
     def _create(self) -> None:
-        existing = set(self.client.list_collections())
-        name = self.names[ENTITIES]
-        if name not in existing:
-            schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("id", DataType.INT64, is_primary=True)
-            schema.add_field("name", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
-            schema.add_field("synonym_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_SYNONYMS)
-            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=self.dim)
-            self._create_collection(name, schema)
-        name = self.names[RELATIONS]
-        if name not in existing:
-            schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("id", DataType.INT64, is_primary=True)
-            schema.add_field("subject_id", DataType.INT64)
-            schema.add_field("object_id", DataType.INT64)
-            schema.add_field("entity_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=2)
-            for text_field in ("subject", "predicate", "object"):
-                schema.add_field(text_field, DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
-            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=self.dim)
-            self._create_collection(name, schema)
-        if self.state_name not in existing:
-            schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("id", DataType.INT64, is_primary=True)
-            schema.add_field("generation", DataType.VARCHAR, max_length=64)
-            schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
-            index_params = self.client.prepare_index_params()
-            index_params.add_index(field_name="embedding", index_type="FLAT", metric_type="L2")
-            self.client.create_collection(
-                self.state_name, schema=schema, index_params=index_params, consistency_level="Strong"
-            )
-
-    def _create_collection(self, name: str, schema: Any) -> None:
-        index_params = self.client.prepare_index_params()
-        config = dict(self._index_config)
-        index_params.add_index(
-            field_name="embedding",
-            index_type=config.pop("index_type", "AUTOINDEX"),
-            metric_type=config.pop("metric_type", "COSINE"),
-            params=config or None,
-        )
-        self.client.create_collection(
-            name, schema=schema, index_params=index_params, consistency_level=self._consistency_level
-        )
+        _create_collections(self.client, self.names, self.state_name, self.dim, self._index_config, self._consistency_level)
 
     def _check_dimensions(self) -> None:
         for name in self.names.values():
@@ -405,7 +289,7 @@ class Collections:
                 if page:
                     yield page
             return
-        with quiet_lite():
+        with lite.quiet_lite():
             iterator = self.client.query_iterator(self.names[kind], batch_size=_SERVER_PAGE, output_fields=list(fields))
             try:
                 while True:
@@ -447,8 +331,8 @@ class Collections:
         """Release the database (idempotent)."""
         if self.client is None:
             return
-        _release(self._key)
+        lite.release(self._key)
         self.client.close()
         self.client = None  # type: ignore[assignment]
         if self.lite_path is not None:
-            _lite_release(self.lite_path)
+            lite.lite_release(self.lite_path)

@@ -1,0 +1,240 @@
+"""The multi-hop benchmark: ingest a dataset through the public API, then Recall@k of dense retrieval
+and of Graph RAG configurations on the same store and embedder, paired against dense (`evaluation.py`
+holds the datasets, the metrics and the statistics)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import QueryBundle, TextNode
+
+from llama_index_graphrag_milvus.evaluation import (
+    KS,
+    CachedEmbedding,
+    Dataset,
+    MethodResult,
+    evaluate,
+    load_dataset,
+    paired_difference,
+)
+from llama_index_graphrag_milvus.schema import normalize_name
+
+
+def extraction_stats(nodes: Sequence[TextNode], extractor: Any = None) -> Dict[str, Any]:
+    """Relations and entities per passage of the triplets in the nodes' metadata, and the time the
+    extractor takes on its own (on copies of the nodes, without their triplets) per 1,000 passages."""
+    from llama_index_graphrag_milvus.extract import CooccurrenceExtractor
+
+    relations = [len(n.metadata.get("triplets") or []) for n in nodes]
+    entities = [
+        len({normalize_name(x) for t in n.metadata.get("triplets") or [] for x in (t[0], t[2])}) for n in nodes
+    ]
+    stats: Dict[str, Any] = {
+        "relations_per_passage": round(sum(relations) / max(1, len(nodes)), 2),
+        "entities_per_passage": round(sum(entities) / max(1, len(nodes)), 2),
+    }
+    if extractor is not None or not any("triplets" in n.metadata for n in nodes):
+        extractor = extractor or CooccurrenceExtractor()
+        copies = [TextNode(id_=n.node_id, text=n.text, metadata={}) for n in nodes]
+        start = time.perf_counter()
+        extractor(copies)
+        stats["extractor"] = repr(extractor)
+        stats["extractor_s_per_1000_passages"] = round((time.perf_counter() - start) * 1000 / max(1, len(nodes)), 3)
+    return stats
+
+
+def dense_ingest_seconds(nodes: Sequence[TextNode], embed_model: BaseEmbedding, uri: str) -> float:
+    """Plain vector RAG's ingest of the same passages: embed them and write them to a `MilvusVectorStore`."""
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.vector_stores.milvus import MilvusVectorStore
+
+    dim = len(embed_model.get_text_embedding("warm up"))
+    copies = [TextNode(id_=n.node_id, text=n.text, metadata=dict(n.metadata)) for n in nodes]
+    for copy in copies:
+        copy.excluded_embed_metadata_keys = ["triplets"]
+    start = time.perf_counter()
+    vector_store = MilvusVectorStore(uri=uri, dim=dim, collection_name="dense_ingest", overwrite=True)
+    VectorStoreIndex(copies, storage_context=StorageContext.from_defaults(vector_store=vector_store),
+                     embed_model=embed_model)
+    seconds = time.perf_counter() - start
+    vector_store.client.close()
+    return seconds
+
+
+def run_benchmark(
+    data: str | Path,
+    out: str | Path,
+    methods: Optional[Dict[str, Dict[str, Any]]] = None,
+    embed_model: Optional[BaseEmbedding] = None,
+    cache_dir: str | Path = ".cache/graphrag-milvus",
+    uri: Optional[str] = None,
+    limit: Optional[int] = None,
+    chart: bool = True,
+    log: Callable[[str], None] = print,
+    embed_label: Optional[str] = None,
+    triples: bool = True,
+    raw_text: Optional[bool] = None,
+    extractor: Any = None,
+    time_ingest: bool = False,
+) -> Dict[str, Any]:
+    """Ingest `data`, then measure dense retrieval and each Graph RAG configuration in `methods`
+    (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (and a PNG beside it).
+
+    Without triples (`triples=False`, or a dataset with no `triples.jsonl`) the passages are raw text
+    and the graph comes from `extractor` (default: the transform's `CooccurrenceExtractor`). With
+    `time_ingest`, the embedder is not cached during the ingest, and a plain dense ingest of the same
+    passages (embed, write to Milvus) is timed first, in the same run, for the ratio.
+    """
+    from llama_index_graphrag_milvus import MilvusGraphStore
+
+    if embed_model is None:
+        from llama_index_graphrag_milvus.embeddings import local_embed_model
+
+        embed_model, embed_label = local_embed_model(), "all-MiniLM-L6-v2"
+    methods = methods if methods is not None else DEFAULT_METHODS
+    dataset = load_dataset(data, limit, triples=triples, raw_text=raw_text)
+    cache_dir = Path(cache_dir)
+    cached = CachedEmbedding(embed_model, cache_dir / "embeddings.sqlite")
+    ingest: Dict[str, Any] = {}
+    if time_ingest:
+        ingest["dense_ingest_s"] = round(dense_ingest_seconds(dataset.nodes, embed_model, str(cache_dir / "dense.db")), 2)
+        log(f"plain dense ingest (embed + MilvusVectorStore): {ingest['dense_ingest_s']}s")
+    store = MilvusGraphStore(
+        uri=uri or str(cache_dir / f"{dataset.name}.db"), embed_model=embed_model if time_ingest else cached,
+        collection_prefix="bench", overwrite=True,
+    )
+    try:
+        built, ingest_s = _ingest(store, dataset, extractor, log)
+        store.embed_model = cached
+        if time_ingest:
+            ingest.update(graph_ingest_s=round(ingest_s, 2), ratio=round(ingest_s / ingest["dense_ingest_s"], 2))
+        counts = store.count()
+        results = _measure(store, dataset, methods, [cached.get_query_embedding(q["question"]) for q in dataset.questions])
+    finally:
+        store.close()
+    report = {
+        "dataset": dataset.name, "questions": len(dataset.questions), "passages": len(dataset.nodes),
+        "counts": counts, "embed_model": embed_label or embed_model.model_name, "ingest_s": round(ingest_s, 2),
+        **({"ingest": ingest} if ingest else {}),
+        "graph_built_from": built,
+        "extraction": extraction_stats(dataset.nodes, extractor if "given triplets" not in built else None),
+        **_compared(results, dataset),
+        "configs": methods,
+    }
+    _write(report, Path(out), chart, log)
+    return report
+
+
+def _ingest(store: Any, dataset: Dataset, extractor: Any, log: Callable[[str], None]) -> tuple:
+    """Ingest the passages through the public API; how the graph was built, and the seconds it took."""
+    from llama_index_graphrag_milvus import GraphRAGTransform
+
+    start = time.perf_counter()
+    transform = GraphRAGTransform(store=store, extractor=extractor)
+    transform(dataset.nodes)
+    seconds = time.perf_counter() - start
+    log(f"ingested {store.count()} in {seconds:.1f}s; built from {transform.built}")
+    return transform.built, seconds
+
+
+def _measure(
+    store: Any, dataset: Dataset, methods: Dict[str, Dict[str, Any]], vectors: List[List[float]]
+) -> Dict[str, MethodResult]:
+    """Dense retrieval (Milvus' own search) and each retriever configuration, on the same questions."""
+    from llama_index_graphrag_milvus import GraphRAGRetriever
+
+    def dense(bundle: QueryBundle) -> List[str]:
+        return [n.node.node_id for n in store.search_passages(bundle.embedding, max(KS))]
+
+    results: Dict[str, MethodResult] = {"dense": evaluate(dense, dataset.questions, vectors)}
+    for name, kwargs in methods.items():
+        retriever = GraphRAGRetriever(store=store, **{"similarity_top_k": max(KS), **kwargs})
+        retriever.retrieve(QueryBundle(query_str="warm up", embedding=vectors[0]))
+        results[name] = evaluate(lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], dataset.questions, vectors)
+    return results
+
+
+def _compared(results: Dict[str, MethodResult], dataset: Dataset) -> Dict[str, Any]:
+    """The methods' figures, their paired differences against dense, and the per-question recalls."""
+    return {
+        "methods": {name: r.as_dict() for name, r in results.items()},
+        "vs_dense": {
+            name: paired_difference(r.per_question, results["dense"].per_question)
+            for name, r in results.items()
+            if name != "dense"
+        },
+        "per_question": {
+            name: {f"recall@{k}": [round(s[k], 3) for s in r.per_question] for k in KS} for name, r in results.items()
+        },
+        "question_ids": [q["id"] for q in dataset.questions],
+    }
+
+
+def _write(report: Dict[str, Any], out: Path, chart: bool, log: Callable[[str], None]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    log(format_table(report))
+    if chart:
+        draw_chart(report, out.with_suffix(".png"))
+
+
+DEFAULT_METHODS: Dict[str, Dict[str, Any]] = {
+    "graphrag": {},  # the default no-LLM retriever: chain rerank
+    "graphrag_no_synonyms": {"use_synonyms": False},
+    "graphrag_ppr": {"reranker": "ppr"},
+    "graphrag_similarity": {"reranker": "similarity"},
+}
+
+
+def format_table(report: Dict[str, Any]) -> str:
+    """The results as a Markdown table."""
+    lines = [
+        f"{report['dataset']}: {report['questions']} questions, {report['passages']} passages, "
+        f"ingest {report['ingest_s']}s",
+        "",
+        "| method | R@2 | R@5 | R@10 | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, m in report["methods"].items():
+        lines.append(
+            f"| {name} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
+            f"| {m['p50_ms']} | {m['p95_ms']} |"
+        )
+    if report.get("vs_dense"):
+        lines += ["", "| vs dense (95% bootstrap CI; won/lost) | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
+        for name, d in report["vs_dense"].items():
+            cells = [
+                f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
+                for c in (d[f"recall@{k}"] for k in KS)
+            ]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def draw_chart(report: Dict[str, Any], path: str | Path) -> None:
+    """A grouped bar chart of Recall@2/5/10 per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["methods"])
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(names) + 2), 4))
+    width = 0.8 / len(KS)
+    for i, k in enumerate(KS):
+        values = [report["methods"][n][f"recall@{k}"] for n in names]
+        bars = ax.bar(np.arange(len(names)) + i * width, values, width, label=f"Recall@{k}")
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_xticks(np.arange(len(names)) + width * (len(KS) - 1) / 2, names, fontsize=9)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("recall")
+    ax.set_title(f"{report['dataset']}: {report['questions']} questions, {report['embed_model'].split('/')[-1]}")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
