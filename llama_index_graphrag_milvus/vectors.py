@@ -49,9 +49,7 @@ class VectorCache:
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size == 0:
             return
-        rows = np.asarray(vectors, dtype=np.float32).reshape(len(positions), -1)
-        norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        rows = rows / np.where(norms == 0, 1, norms)
+        rows = unit_rows(np.asarray(vectors, dtype=np.float32).reshape(len(positions), -1))
         with self._lock:
             needed = int(positions.max()) + 1
             if needed > len(self._vectors):
@@ -138,9 +136,7 @@ class VectorCache:
         size = self._size
         vectors, known = self._vectors, self._known
         n = min(size, len(alive))
-        queries = np.asarray(queries, dtype=np.float32).reshape(len(queries), -1)
-        norms = np.linalg.norm(queries, axis=1, keepdims=True)
-        unit = queries / np.where(norms == 0, 1, norms)
+        unit = unit_rows(np.asarray(queries, dtype=np.float32).reshape(len(queries), -1))
         if k <= 0 or not len(unit):
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in unit]
         if n * vectors.shape[1] > EXACT_WITHIN_MAX_VALUES:
@@ -332,6 +328,10 @@ def _top(positions: np.ndarray, scores: np.ndarray, k: int) -> Tuple[np.ndarray,
 
 
 def _unit(vector: Sequence[float]) -> np.ndarray:
-    q = np.asarray(vector, dtype=np.float32)
-    norm = np.linalg.norm(q)
-    return q / norm if norm else q
+    return unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+
+
+def unit_rows(rows: np.ndarray) -> np.ndarray:
+    """Each row divided by its length (zero rows stay zero)."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1, norms)

@@ -26,6 +26,7 @@ from llama_index_graphrag_milvus.milvus import ENTITIES, MAX_SYNONYMS, PASSAGES,
 from llama_index_graphrag_milvus.rows import checked_vectors, embed, passage_row
 from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id
 from llama_index_graphrag_milvus.search import VectorSearch
+from llama_index_graphrag_milvus.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -211,8 +212,7 @@ class Writer:
         found: Dict[int, Dict[int, float]] = {e: {} for e in entity_ids}
         for eid, hits in zip(entity_ids, self.search.similar_entities(vectors, threshold, MAX_SYNONYMS + 1)):
             found[eid].update((other, score) for other, score in hits.items() if other != eid)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        unit = vectors / np.where(norms == 0, 1, norms)
+        unit = unit_rows(vectors)
         for start in range(0, len(entity_ids), 1024):  # among the new entities, block by block
             sims = unit[start : start + 1024] @ unit.T
             rows, cols = np.nonzero(sims >= threshold)
