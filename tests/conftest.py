@@ -90,3 +90,16 @@ def make_store(tmp_path, hash_embed):
             store.close()
         except Exception:
             pass
+
+
+# the slowest files first, so that with `pytest -n 2` (make test) they overlap the rest instead of
+# running alone at the end: a real Milvus server starts in one, a notebook kernel in the other
+_FIRST = ("test_milvus_server.py", "test_notebook.py", "test_demo.py", "test_cli.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = item.path.name
+        return _FIRST.index(name) if name in _FIRST else len(_FIRST)
+
+    items.sort(key=rank)
