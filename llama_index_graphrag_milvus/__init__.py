@@ -1,7 +1,15 @@
 """Multi-hop Graph RAG for LlamaIndex on Milvus alone: no graph database."""
 
+import os as _os
+
+# gRPC's C core reads its log level once, when grpc is first imported (by pymilvus, just below). Its
+# lines against Milvus Lite ("Received a GOAWAY ... too_many_pings" when a keepalive ping comes early)
+# are harmless and look like failures; real failures reach the client as exceptions. Set
+# GRPC_VERBOSITY yourself (ERROR, INFO, DEBUG) before importing this package to see them.
+_os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
 from llama_index_graphrag_milvus.explain import Explanation
-from llama_index_graphrag_milvus.extract import CooccurrenceExtractor
+from llama_index_graphrag_milvus.extract import CooccurrenceExtractor, ExcludeTriplets
 from llama_index_graphrag_milvus.graph import Graph
 from llama_index_graphrag_milvus.index import GraphRAGIndex
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever, Retrieval
@@ -11,6 +19,7 @@ from llama_index_graphrag_milvus.transform import GraphRAGTransform
 
 __all__ = [
     "CooccurrenceExtractor",
+    "ExcludeTriplets",
     "Explanation",
     "Graph",
     "GraphRAGIndex",

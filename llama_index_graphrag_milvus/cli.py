@@ -55,7 +55,13 @@ def _read_nodes(paths: Iterable[str]) -> List[Any]:
                 if "triplets" in row:
                     metadata["triplets"] = row["triplets"]
                 kwargs = {"id_": str(row["id"])} if "id" in row else {}
-                documents.append(Document(text=row["text"], metadata=metadata, **kwargs))
+                # the triplets are data, not text: not embedded, not shown to an LLM, not counted by a splitter
+                documents.append(
+                    Document(
+                        text=row["text"], metadata=metadata, excluded_embed_metadata_keys=["triplets"],
+                        excluded_llm_metadata_keys=["triplets"], **kwargs,
+                    )
+                )
         else:
             documents.append(
                 Document(id_=str(path), text=path.read_text(encoding="utf-8"), metadata={"file_name": path.name})

@@ -24,6 +24,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import NodeRelationship, QueryBundle, RelatedNodeInfo, TextNode
 
+from llama_index_graphrag_milvus.extract import exclude_from_content
+
 
 KS = (2, 5, 10)
 
@@ -131,6 +133,8 @@ def load_dataset(
         if triples:
             metadata["triplets"] = given.get(row["id"], [])
         node = TextNode(id_=row["id"], text=text, metadata=metadata)
+        if triples:
+            exclude_from_content(node, "triplets")  # data, not text: neither embedded nor shown to an LLM
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=row["id"])
         nodes.append(node)
     questions = _jsonl(directory / "questions.jsonl")[:limit]

@@ -29,6 +29,7 @@ from llama_index.core.response_synthesizers.context_only import ContextOnly
 from llama_index.core.response_synthesizers.no_text import NoText
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
+from llama_index_graphrag_milvus.extract import exclude_from_content
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
 from llama_index_graphrag_milvus.schema import passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
@@ -182,15 +183,22 @@ class GraphRAGIndex:
         """Run the transformations with no cache: a cache hit would skip the graph write (the transform
         writes to the store as a side effect), e.g. when a deleted document is ingested again."""
         pipeline = IngestionPipeline(transformations=self.transformations, disable_cache=True)
-        pipeline.run(documents=list(documents), show_progress=self.show_progress)
+        pipeline.run(documents=self._excluding_triplets(documents), show_progress=self.show_progress)
 
     def _split(self, documents: Sequence[Document]) -> Dict[str, List[BaseNode]]:
         """The nodes the steps before the graph write give, by document id."""
         pipeline = IngestionPipeline(transformations=self.transformations[:-1], disable_cache=True)
         by_doc: Dict[str, List[BaseNode]] = defaultdict(list)
-        for node in pipeline.run(documents=list(documents), show_progress=self.show_progress):
+        for node in pipeline.run(documents=self._excluding_triplets(documents), show_progress=self.show_progress):
             by_doc[_document_of(node)].append(node)
         return by_doc
+
+    def _excluding_triplets(self, documents: Sequence[Document]) -> List[Document]:
+        """The documents, their triplets key marked as no text (excluded from embedding and LLM context)
+        before any step runs: a splitter then does not count the triplets against its chunk size."""
+        for document in documents:
+            exclude_from_content(document, self.transform.triplets_key)
+        return list(documents)
 
     def _unchanged(self, document: Document, nodes: Sequence[BaseNode]) -> bool:
         stored = set(self.store.passage_ids(document.doc_id))

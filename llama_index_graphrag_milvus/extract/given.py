@@ -1,19 +1,49 @@
-"""Triplets a passage already carries: its metadata, or the output of a LlamaIndex KG extractor."""
+"""Triplets a passage already carries: its metadata, or the output of a LlamaIndex KG extractor.
+
+Triplets in metadata are data, not text: `ExcludeTriplets` (or `GraphRAGIndex`, which does it for
+you) keeps them out of what a splitter measures, what is embedded and what an LLM reads. A splitter
+copies a document's metadata to each of its chunks; a chunk then keeps only the document's triplets
+that it names (see `given_triplets`).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import List, Optional
+import re
+from typing import Any, List, Optional, Sequence
 
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TransformComponent
 
-from llama_index_graphrag_milvus.schema import Triplet, parse_triplets
+from llama_index_graphrag_milvus.schema import Triplet, normalize_name, parse_triplets
 
 logger = logging.getLogger(__name__)
 
 #: The node metadata key holding `[[subject, predicate, object], ...]`.
 TRIPLETS_KEY = "triplets"
+
+
+class ExcludeTriplets(TransformComponent):
+    """Keep the triplets key out of each node's embedded text and LLM context; nodes pass unchanged
+    otherwise. Put it first in a hand-built pipeline, before the splitter, so that the splitter does
+    not count the triplets as metadata text (`Metadata length (...) is longer than chunk size`):
+
+        IngestionPipeline(transformations=[ExcludeTriplets(), SentenceSplitter(), GraphRAGTransform(store=store)])
+
+    The same as `Document(..., excluded_embed_metadata_keys=["triplets"],
+    excluded_llm_metadata_keys=["triplets"])`. `GraphRAGIndex` and the package's loaders do it already.
+    """
+
+    key: str = TRIPLETS_KEY
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ExcludeTriplets"
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        for node in nodes:
+            exclude_from_content(node, self.key)
+        return nodes
 
 
 def given_triplets(node: BaseNode, key: str = TRIPLETS_KEY) -> Optional[List[Triplet]]:
@@ -22,6 +52,13 @@ def given_triplets(node: BaseNode, key: str = TRIPLETS_KEY) -> Optional[List[Tri
     They come from `metadata[key]` and from the output of a LlamaIndex KG extractor placed before
     (`KG_NODES_KEY` / `KG_RELATIONS_KEY`; popped, as `PropertyGraphIndex` does, and kept in
     `metadata[key]` instead).
+
+    A chunk of a larger document (a node with a PREVIOUS or NEXT relationship, as a splitter leaves
+    them) inherits all of its document's triplets in `metadata[key]`; it keeps those whose subject or
+    object it names (case-insensitive, whole words), and `metadata[key]` is narrowed to them. A chunk
+    that names none of them keeps them all, as before: nothing shows which part of the document
+    states them (the triplets may use other names than the text), and dropping them could leave the
+    document out of the graph. A node that is a whole document is left as it is.
     """
     metadata = node.metadata
     raw = metadata.get(key)
@@ -29,19 +66,45 @@ def given_triplets(node: BaseNode, key: str = TRIPLETS_KEY) -> Optional[List[Tri
         kg_nodes = metadata.pop(KG_NODES_KEY, None) or []
         kg_relations = metadata.pop(KG_RELATIONS_KEY, None) or []
         names = {getattr(n, "id", None): getattr(n, "name", None) for n in kg_nodes}
-        raw = list(raw) if isinstance(raw, (list, tuple)) else []
-        raw += [
-            [names.get(r.source_id) or r.source_id, r.label, names.get(r.target_id) or r.target_id]
-            for r in kg_relations
-        ]
-        triplets, skipped = parse_triplets(raw)
+        given, skipped = parse_triplets(raw) if isinstance(raw, (list, tuple)) else ([], 0)
+        extracted, also_skipped = parse_triplets(
+            [
+                [names.get(r.source_id) or r.source_id, r.label, names.get(r.target_id) or r.target_id]
+                for r in kg_relations
+            ]
+        )
+        # the extractor read this node's own text: only the triplets it inherited are narrowed
+        triplets, _ = parse_triplets(as_metadata(_of_chunk(node, given) + extracted))
+        skipped += also_skipped
         metadata[key] = as_metadata(triplets)
     elif key in metadata:
         triplets, skipped = parse_triplets(raw)
+        kept = _of_chunk(node, triplets)
+        if len(kept) < len(triplets):
+            triplets = kept
+            metadata[key] = as_metadata(triplets)
     else:
         return None
     _log_skipped(node, skipped)
     return triplets
+
+
+def is_chunk(node: BaseNode) -> bool:
+    """Whether the node is one of several chunks of a document (a splitter links them PREVIOUS/NEXT)."""
+    relationships = node.relationships
+    return NodeRelationship.PREVIOUS in relationships or NodeRelationship.NEXT in relationships
+
+
+def _of_chunk(node: BaseNode, triplets: List[Triplet]) -> List[Triplet]:
+    """The triplets a chunk names, or all of them if it names none (or is not a chunk)."""
+    if not triplets or not is_chunk(node):
+        return triplets
+    text = normalize_name(node.get_content(MetadataMode.NONE))
+    named = {}
+    for name in {normalize_name(x) for t in triplets for x in (t.subject, t.object)}:
+        named[name] = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
+    kept = [t for t in triplets if named[normalize_name(t.subject)] or named[normalize_name(t.object)]]
+    return kept or triplets
 
 
 def _log_skipped(node: BaseNode, skipped: int) -> None:
@@ -54,7 +117,7 @@ def _log_skipped(node: BaseNode, skipped: int) -> None:
         )
 
 
-def exclude_from_content(node: BaseNode, key: str) -> None:
+def exclude_from_content(node: BaseNode, key: str = TRIPLETS_KEY) -> None:
     """Keep metadata `key` out of the node's embedded text and its LLM context."""
     for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
         if key not in excluded:
@@ -63,4 +126,3 @@ def exclude_from_content(node: BaseNode, key: str) -> None:
 
 def as_metadata(triplets: List[Triplet]) -> List[List[str]]:
     return [[t.subject, t.predicate, t.object] for t in triplets]
-
