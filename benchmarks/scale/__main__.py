@@ -261,7 +261,7 @@ def _finish(entry: Dict[str, Any], args: argparse.Namespace, started: float, ear
     entry.update(
         wall_s=round(time.perf_counter() - started, 1),
         command=" ".join(sys.argv),
-        package_commit=report.git_state(),
+        package_commit=args.package_commit,
         finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
         tag=args.tag,
         variant=args.variant,
@@ -273,6 +273,7 @@ def _finish(entry: Dict[str, Any], args: argparse.Namespace, started: float, ear
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = _parser().parse_args(argv)
+    args.package_commit = report.git_state()  # the code imported now, whatever is committed meanwhile
     shape = SHAPES[args.shape]
     args.degree = shape.default_degree if args.degree is None else args.degree
     parts = [

@@ -32,6 +32,13 @@ PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
     "Writer._synonyms (entity synonym search)": [("graphrag_milvus/writes.py", "_synonyms")],
     "Writer._write_relations": [("graphrag_milvus/writes.py", "_write_relations")],
     "Writer._write_passages": [("graphrag_milvus/writes.py", "_write_passages")],
+    # the same write path split into checked rows first, then the writes (Writer._plan / ._write)
+    "Writer._plan (rows, embeddings, synonyms, checks)": [("graphrag_milvus/writes.py", "_plan")],
+    "Writer._write (upserts, adjacency and vector updates)": [("graphrag_milvus/writes.py", "_write")],
+    "rows.passage_row + checked_vectors": [
+        ("graphrag_milvus/rows.py", "passage_row"),
+        ("graphrag_milvus/rows.py", "checked_vectors"),
+    ],
     "BaseEmbedding.get_text_embedding_batch (incl. instrumentation)": [
         ("base/embeddings/base.py", "get_text_embedding_batch")
     ],
