@@ -1,25 +1,55 @@
 """retriever.explain(): the steps of one retrieval as text and as a drawing."""
 
+import dataclasses
+import hashlib
+import os
+import pickle
+import re
+import subprocess
 import sys
 
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
-from llama_index_graphrag_milvus.explain import Explanation, drawn_relations
+from llama_index_graphrag_milvus.drawing import legend_labels
+from llama_index_graphrag_milvus.explain import CHOSEN, VIA, Explanation, drawn_relations
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
+from llama_index_graphrag_milvus.schema import normalize_name
 
 from conftest import graph_llm
 
 PNG = b"\x89PNG\r\n\x1a\n"
 CHAIN = ["studied under", "son of"]
+CHOSEN_RED = "#d62728"
+
+
+def ingested(store):
+    IngestionPipeline(transformations=[GraphRAGTransform(store=store)]).run(documents=bernoulli_documents())
+    return store
+
+
+def text_chosen(text):
+    """The relations the text lists under "Chosen by ...", and under each passage ("via")."""
+    section = text.split("\nChosen by ", 1)[1].split("\nPassages (", 1)
+    chosen = set(re.findall(r"^  \d+\. (.*)$", section[0].split("\nReasoning:")[0], flags=re.M))
+    via = [re.findall(r"^       via (.*)$", block, flags=re.M) for block in re.split(r"\n  \d+\. \[", section[1])[1:]]
+    return chosen, via
+
+
+def overlapping_labels(figure):
+    """Pairs of texts (names, predicates, passage boxes) whose boxes overlap in the rendered figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure).draw()
+    renderer = figure.canvas.get_renderer()
+    boxes = [(t.get_text(), (t.get_bbox_patch() or t).get_window_extent(renderer)) for t in figure.axes[0].texts]
+    return [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:] if box.overlaps(other)]
 
 
 @pytest.fixture
 def store(make_store):
-    store = make_store()
-    IngestionPipeline(transformations=[GraphRAGTransform(store=store)]).run(documents=bernoulli_documents())
-    return store
+    return ingested(make_store())
 
 
 def test_explain_holds_every_step_with_the_relations_texts(store):
@@ -49,7 +79,7 @@ def test_it_prints_one_section_per_step(store):
     text = str(explanation)
 
     sections = ["Question:", "Mentions:", "Seed entities", "Seed relations", "Candidates after expansion",
-                "Chosen by the graph rerank, chain", "Passages (2)"]
+                "Chosen by the graph rerank, chain", "Passages (2), each with the relations behind it (via):"]
     positions = [text.index(s) for s in sections]
     assert positions == sorted(positions)
     for relation in explanation.chosen:
@@ -118,7 +148,7 @@ def test_the_drawing_keeps_the_best_candidates_and_always_the_chosen(store):
 def test_an_empty_store_explains_and_draws_nothing_found(make_store, tmp_path):
     explanation = GraphRAGRetriever(store=make_store()).explain(EULER_QUESTION)
     assert explanation.passages == [] and explanation.candidates == []
-    assert "Passages (0):" in str(explanation)
+    assert "Passages (0), " in str(explanation)
     assert explanation.to_png(tmp_path / "empty.png").read_bytes().startswith(PNG)
 
 
@@ -130,3 +160,92 @@ def test_without_the_viz_extra_drawing_says_what_to_install(store, monkeypatch):
         explanation.to_png("never.png")
     assert explanation._repr_png_() is None  # a notebook then shows the text
     assert "Question:" in str(explanation)
+
+
+@pytest.mark.parametrize("case", ["graph rerank", "LLM rerank", "passages behind relations not chosen"])
+def test_the_text_and_the_picture_agree_on_the_relations_chosen(store, case):
+    retriever = GraphRAGRetriever(store=store, similarity_top_k=2,
+                                  llm=graph_llm(mentions=["Euler"], chosen=CHAIN) if case == "LLM rerank" else None)
+    explanation = retriever.explain(EULER_QUESTION)
+    if case == "passages behind relations not chosen":  # as when an LLM's choice left passages unexplained
+        run = dataclasses.replace(explanation.retrieval, chosen=explanation.chosen[-1:])
+        explanation = Explanation(run, explanation.candidates, explanation.synonyms)
+        assert explanation.drawn().of_kind(VIA)
+    text, drawn = str(explanation), explanation.drawn()
+
+    chosen, via = text_chosen(text)
+
+    assert chosen and chosen == {str(r) for r in drawn.of_kind(CHOSEN)} == {str(r) for r in explanation.chosen}
+    assert via == [[str(r) for r in drawn.links[rank]] for rank in sorted(drawn.links)]
+    behind = {relation for lines in via for relation in lines}
+    assert {str(r) for r in drawn.of_kind(VIA)} == behind - chosen  # green: behind a passage, not chosen
+    # the same words: "Chosen by the graph rerank, chain (4):" in the text, "chosen by ..." in the legend
+    words = legend_labels(explanation)
+    assert f"Chosen by {explanation.chosen_by} (" in text and words[CHOSEN] == f"chosen by {explanation.chosen_by}"
+    figure = explanation.figure()
+    legend = {t.get_text() for t in figure.legends[0].get_texts()}
+    assert {words[CHOSEN], words[VIA], words["link"]} <= legend
+    red = {t.get_text().replace("\n", " ") for t in figure.axes[0].texts if t.get_color() == CHOSEN_RED}
+    assert red == {r.predicate for r in explanation.chosen}  # the relation labels drawn in red
+
+
+def test_synonyms_in_the_store_are_drawn_as_one_entity(make_store):
+    store = ingested(make_store(synonym_threshold=0.7))  # the hash embedder puts "Euler" at 0.71 of "Leonhard Euler"
+    explanation = GraphRAGRetriever(store=store, similarity_top_k=2).explain(EULER_QUESTION)
+
+    drawn = explanation.drawn()
+
+    linked = {frozenset(map(normalize_name, pair)) for pair in explanation.synonyms}
+    assert frozenset({"euler", "leonhard euler"}) in linked
+    node = drawn.node_of["euler"]
+    assert drawn.node_of["leonhard euler"] == node and node in drawn.seeds
+    assert drawn.entities[node].startswith("Leonhard Euler (") and "Euler" in drawn.entities[node][15:]
+    assert len(drawn.entities) < len(drawn.node_of)
+    assert "Synonyms (drawn as one entity): " in str(explanation)
+    names = {t.get_text().replace("\n", " ") for t in explanation.figure().axes[0].texts}
+    assert drawn.entities[node] in names and "Euler" not in names
+    # given by hand, the label is the longest name with the other in brackets
+    by_hand = Explanation(explanation.retrieval, explanation.candidates, synonyms=[("Euler", "Leonhard Euler")])
+    assert by_hand.drawn().entities[by_hand.drawn().node_of["euler"]] == "Leonhard Euler (Euler)"
+
+
+def test_without_synonyms_every_entity_is_its_own_node_and_labels_keep_clear(make_store):
+    store = ingested(make_store(synonym_threshold=None))
+    explanation = GraphRAGRetriever(store=store, similarity_top_k=2).explain(EULER_QUESTION)
+
+    drawn = explanation.drawn()
+
+    assert explanation.synonyms == [] and "Synonyms" not in str(explanation)
+    assert all(node == key for key, node in drawn.node_of.items())
+    assert {normalize_name(label) for label in drawn.entities.values()} == set(drawn.node_of)
+    figure = explanation.figure()  # "Euler" apart from the rest: packed next to it, with room for its labels
+    assert overlapping_labels(figure) == []
+
+
+_RENDER = """
+import hashlib, pickle, sys
+from llama_index_graphrag_milvus.drawing import draw
+with open(sys.argv[1], "rb") as f:
+    explanation = pickle.load(f)
+import io
+buffer = io.BytesIO()
+draw(explanation).savefig(buffer, format="png", dpi=60)
+print(hashlib.sha256(buffer.getvalue()).hexdigest())
+"""
+
+
+def test_the_picture_is_the_same_under_any_hash_seed_and_no_labels_overlap(store, tmp_path):
+    explanation = GraphRAGRetriever(store=store, similarity_top_k=2).explain(EULER_QUESTION)
+    assert overlapping_labels(explanation.figure()) == []
+    saved = tmp_path / "explanation.pickle"
+    saved.write_bytes(pickle.dumps(explanation))
+
+    runs = [
+        subprocess.Popen([sys.executable, "-c", _RENDER, str(saved)], stdout=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed})
+        for seed in ("1", "2")
+    ]
+    digests = [run.communicate(timeout=120)[0].strip() for run in runs]
+
+    assert all(run.returncode == 0 for run in runs) and digests[0] == digests[1]
+    assert len(digests[0]) == len(hashlib.sha256().hexdigest())
