@@ -145,7 +145,9 @@ def _chain(run: Retrieval, relations: Sequence[ScoredRelation]) -> List[ScoredRe
 def _show_chain(outcome: Outcome, store: MilvusGraphStore, titles: Dict[str, str]) -> None:
     run = outcome.run
     print("\nHow Graph RAG got there (relations from the passages' triples):")
-    print("  the question names: " + (", ".join(run.mentions) or "(no known entity; found by similarity)"))
+    mentioned = {normalize_name(m) for m in run.mentions}
+    names = list(dict.fromkeys(e.name for e in run.seed_entities if normalize_name(e.name) in mentioned))
+    print("  the question names: " + (", ".join(names or run.mentions) or "(no known entity; found by similarity)"))
     stated = {}
     for pid in outcome.won():
         for relation in _chain(run, run.via.get(pid, [])):
