@@ -5,13 +5,17 @@ holds the datasets, the metrics and the statistics)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import QueryBundle, TextNode
+from tqdm import tqdm
 
 from llama_index_graphrag_milvus.evaluation import (
     KS,
@@ -22,7 +26,7 @@ from llama_index_graphrag_milvus.evaluation import (
     load_dataset,
     paired_difference,
 )
-from llama_index_graphrag_milvus.schema import normalize_name
+from llama_index_graphrag_milvus.schema import normalize_name, parse_triplets, passage_id
 
 
 def extraction_stats(nodes: Sequence[TextNode], extractor: Any = None) -> Dict[str, Any]:
@@ -48,7 +52,9 @@ def extraction_stats(nodes: Sequence[TextNode], extractor: Any = None) -> Dict[s
     return stats
 
 
-def dense_ingest_seconds(nodes: Sequence[TextNode], embed_model: BaseEmbedding, uri: str) -> float:
+def dense_ingest_seconds(
+    nodes: Sequence[TextNode], embed_model: BaseEmbedding, uri: str, progress: Optional[bool] = None
+) -> float:
     """Plain vector RAG's ingest of the same passages: embed them and write them to a `MilvusVectorStore`."""
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.vector_stores.milvus import MilvusVectorStore
@@ -60,7 +66,7 @@ def dense_ingest_seconds(nodes: Sequence[TextNode], embed_model: BaseEmbedding, 
     start = time.perf_counter()
     vector_store = MilvusVectorStore(uri=uri, dim=dim, collection_name="dense_ingest", overwrite=True)
     VectorStoreIndex(copies, storage_context=StorageContext.from_defaults(vector_store=vector_store),
-                     embed_model=embed_model)
+                     embed_model=embed_model, show_progress=_shown(progress))
     seconds = time.perf_counter() - start
     vector_store.client.close()
     return seconds
@@ -68,7 +74,7 @@ def dense_ingest_seconds(nodes: Sequence[TextNode], embed_model: BaseEmbedding, 
 
 def run_benchmark(
     data: str | Path,
-    out: str | Path,
+    out: Optional[str | Path] = None,
     methods: Optional[Dict[str, Dict[str, Any]]] = None,
     embed_model: Optional[BaseEmbedding] = None,
     cache_dir: str | Path = ".cache/graphrag-milvus",
@@ -81,40 +87,57 @@ def run_benchmark(
     raw_text: Optional[bool] = None,
     extractor: Any = None,
     time_ingest: bool = False,
+    prefix: str = "bench",
+    progress: Optional[bool] = None,
 ) -> Dict[str, Any]:
     """Ingest `data`, then measure dense retrieval and each Graph RAG configuration in `methods`
-    (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (and a PNG beside it).
+    (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (default:
+    `cache_dir/results/<dataset>.json`, untracked) and, with `chart`, a PNG beside it.
 
-    Without triples (`triples=False`, or a dataset with no `triples.jsonl`) the passages are raw text
-    and the graph comes from `extractor` (default: the transform's `CooccurrenceExtractor`). With
-    `time_ingest`, the embedder is not cached during the ingest, and a plain dense ingest of the same
-    passages (embed, write to Milvus) is timed first, in the same run, for the ratio.
+    The store is Milvus Lite at `uri` (default: `cache_dir/<dataset>.db`), collections `prefix`_*, which
+    are overwritten. Without triples (`triples=False`, or a dataset with no `triples.jsonl`) the
+    passages are raw text and the graph comes from `extractor` (default: the transform's
+    `CooccurrenceExtractor`). With `time_ingest`, the embedder is not cached during the ingest, and a
+    plain dense ingest of the same passages (embed, write to Milvus) is timed first, in the same run,
+    for the ratio. Progress bars (the embedding of the ingest, the questions of each method) go to
+    stderr when `progress` is True, or when it is None and stderr is a terminal.
     """
     from llama_index_graphrag_milvus import MilvusGraphStore
 
     if embed_model is None:
         from llama_index_graphrag_milvus.embeddings import local_embed_model
 
-        embed_model, embed_label = local_embed_model(), "all-MiniLM-L6-v2"
+        with _model_loading_bar(_shown(progress)):
+            embed_model, embed_label = local_embed_model(), "all-MiniLM-L6-v2"
     methods = methods if methods is not None else DEFAULT_METHODS
     dataset = load_dataset(data, limit, triples=triples, raw_text=raw_text)
     cache_dir = Path(cache_dir)
+    out = Path(out) if out is not None else cache_dir / "results" / f"{dataset.name}.json"
     cached = CachedEmbedding(embed_model, cache_dir / "embeddings.sqlite")
     ingest: Dict[str, Any] = {}
     if time_ingest:
-        ingest["dense_ingest_s"] = round(dense_ingest_seconds(dataset.nodes, embed_model, str(cache_dir / "dense.db")), 2)
+        seconds = dense_ingest_seconds(dataset.nodes, embed_model, str(cache_dir / "dense.db"), progress)
+        ingest["dense_ingest_s"] = round(seconds, 2)
         log(f"plain dense ingest (embed + MilvusVectorStore): {ingest['dense_ingest_s']}s")
+    counting = _Counting(embed_model if time_ingest else cached)
     store = MilvusGraphStore(
-        uri=uri or str(cache_dir / f"{dataset.name}.db"), embed_model=embed_model if time_ingest else cached,
-        collection_prefix="bench", overwrite=True,
+        uri=uri or str(cache_dir / f"{dataset.name}.db"), embed_model=counting, collection_prefix=prefix,
+        overwrite=True,
     )
     try:
-        built, ingest_s = _ingest(store, dataset, extractor, log)
+        total = _texts_to_embed(dataset.nodes)
+        with _bar(progress, total=total, desc="Ingesting (embedding)", unit="text") as bar:
+            counting.count_on(bar)
+            built, ingest_s = _ingest(store, dataset, extractor)
+        counting.count_on(None)
+        log(f"ingested {store.count()} in {ingest_s:.1f}s; built from {built}")
         store.embed_model = cached
         if time_ingest:
             ingest.update(graph_ingest_s=round(ingest_s, 2), ratio=round(ingest_s / ingest["dense_ingest_s"], 2))
         counts = store.count()
-        results = _measure(store, dataset, methods, [cached.get_query_embedding(q["question"]) for q in dataset.questions])
+        questions = _bar(progress, dataset.questions, desc="Embedding the questions", unit="question")
+        vectors = [cached.get_query_embedding(q["question"]) for q in questions]
+        results = _measure(store, dataset, methods, vectors, progress)
     finally:
         store.close()
     report = {
@@ -126,24 +149,105 @@ def run_benchmark(
         **_compared(results, dataset),
         "configs": methods,
     }
-    _write(report, Path(out), chart, log)
+    _write(report, out, chart, log)
     return report
 
 
-def _ingest(store: Any, dataset: Dataset, extractor: Any, log: Callable[[str], None]) -> tuple:
+def _shown(progress: Optional[bool]) -> bool:
+    """Whether to show progress: as asked, else (None) when stderr is a terminal, so not when piped."""
+    return sys.stderr.isatty() if progress is None else progress
+
+
+def _bar(progress: Optional[bool], iterable: Any = None, **kwargs: Any) -> tqdm:
+    """A progress bar on stderr, shown as `_shown` says; it leaves no line behind when hidden."""
+    return tqdm(iterable, disable=not _shown(progress), file=sys.stderr, **kwargs)
+
+
+@contextmanager
+def _model_loading_bar(shown: bool) -> Iterator[None]:
+    """transformers' "Loading weights" bar, hidden when ours are (piped output)."""
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # no `local` extra: local_embed_model says what to install
+        yield
+        return
+    enabled = transformers_logging.is_progress_bar_enabled()
+    if enabled and not shown:
+        transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled and not shown:
+            transformers_logging.enable_progress_bar()
+
+
+class _Counting(BaseEmbedding):
+    """Passes through `inner`'s embeddings, counting the texts embedded on `bar` (when one is set)."""
+
+    _inner: BaseEmbedding = PrivateAttr()
+    _bar: Any = PrivateAttr(default=None)
+
+    def __init__(self, inner: BaseEmbedding) -> None:
+        super().__init__(model_name=inner.model_name, embed_batch_size=inner.embed_batch_size)
+        self._inner = inner
+
+    def count_on(self, bar: Any) -> None:
+        """Count the texts embedded from now on on `bar` (None: stop counting)."""
+        self._bar = bar
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Counting"
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        vectors = self._inner.get_text_embedding_batch(texts)
+        if self._bar is not None:
+            self._bar.update(len(texts))
+        return vectors
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._inner.get_query_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return self._get_query_embedding(query)
+
+    async def _aget_text_embedding(self, text: str) -> List[float]:
+        return self._get_text_embedding(text)
+
+
+def _texts_to_embed(nodes: Sequence[TextNode]) -> Optional[int]:
+    """What an ingest into an empty store embeds: the distinct entity names, relations and passages;
+    None (unknown) when some node has no triplets yet (the extractor finds them during the ingest)."""
+    if not all("triplets" in n.metadata for n in nodes):
+        return None
+    entities, relations = set(), set()
+    for node in nodes:
+        for t in parse_triplets(node.metadata["triplets"])[0]:
+            relations.add(t.id)
+            entities.update((t.subject_id, t.object_id))
+    passages = {passage_id(n.ref_doc_id or n.node_id, n.text) for n in nodes if n.text.strip()}
+    return len(entities) + len(relations) + len(passages)
+
+
+def _ingest(store: Any, dataset: Dataset, extractor: Any) -> tuple:
     """Ingest the passages through the public API; how the graph was built, and the seconds it took."""
     from llama_index_graphrag_milvus import GraphRAGTransform
 
     start = time.perf_counter()
     transform = GraphRAGTransform(store=store, extractor=extractor)
     transform(dataset.nodes)
-    seconds = time.perf_counter() - start
-    log(f"ingested {store.count()} in {seconds:.1f}s; built from {transform.built}")
-    return transform.built, seconds
+    return transform.built, time.perf_counter() - start
 
 
 def _measure(
-    store: Any, dataset: Dataset, methods: Dict[str, Dict[str, Any]], vectors: List[List[float]]
+    store: Any,
+    dataset: Dataset,
+    methods: Dict[str, Dict[str, Any]],
+    vectors: List[List[float]],
+    progress: Optional[bool] = None,
 ) -> Dict[str, MethodResult]:
     """Dense retrieval (Milvus' own search) and each retriever configuration, on the same questions."""
     from llama_index_graphrag_milvus import GraphRAGRetriever
@@ -151,11 +255,17 @@ def _measure(
     def dense(bundle: QueryBundle) -> List[str]:
         return [n.node.node_id for n in store.search_passages(bundle.embedding, max(KS))]
 
-    results: Dict[str, MethodResult] = {"dense": evaluate(dense, dataset.questions, vectors)}
+    shown = _shown(progress)
+    results: Dict[str, MethodResult] = {
+        "dense": evaluate(dense, dataset.questions, vectors, progress="dense" if shown else None)
+    }
     for name, kwargs in methods.items():
         retriever = GraphRAGRetriever(store=store, **{"similarity_top_k": max(KS), **kwargs})
         retriever.retrieve(QueryBundle(query_str="warm up", embedding=vectors[0]))
-        results[name] = evaluate(lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], dataset.questions, vectors)
+        results[name] = evaluate(
+            lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], dataset.questions, vectors,
+            progress=name if shown else None,
+        )
     return results
 
 
@@ -181,6 +291,7 @@ def _write(report: Dict[str, Any], out: Path, chart: bool, log: Callable[[str], 
     log(format_table(report))
     if chart:
         draw_chart(report, out.with_suffix(".png"))
+    log(f"\nresults: {out}" + (f" (chart: {out.with_suffix('.png')})" if chart else ""))
 
 
 DEFAULT_METHODS: Dict[str, Dict[str, Any]] = {

@@ -185,7 +185,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from llama_index_graphrag_milvus.benchmark import run_benchmark
 
     if not Path(args.data, "corpus.jsonl").exists() or not Path(args.data, "questions.jsonl").exists():
-        raise FileNotFoundError(f"{args.data}: expected corpus.jsonl and questions.jsonl (as in shared/data/musique)")
+        raise FileNotFoundError(
+            f"{args.data}: expected corpus.jsonl and questions.jsonl (as in shared/data/musique)"
+        )
     run_benchmark(
         args.data,
         args.out,  # None: .cache/graphrag-milvus/results/<dataset>.json, untracked

@@ -14,6 +14,7 @@ import hashlib
 import json
 import sqlite3
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,13 +167,22 @@ class MethodResult:
 
 
 def evaluate(
-    retrieve: Callable[[QueryBundle], List[str]], questions: Sequence[Dict[str, Any]], vectors: Sequence[List[float]]
+    retrieve: Callable[[QueryBundle], List[str]],
+    questions: Sequence[Dict[str, Any]],
+    vectors: Sequence[List[float]],
+    progress: Optional[str] = None,
 ) -> MethodResult:
-    """Recall@k of `retrieve` (a query bundle → ranked passage ids), with per-question latency."""
+    """Recall@k of `retrieve` (a query bundle → ranked passage ids), with per-question latency.
+    With `progress` (a label), a progress bar over the questions goes to stderr."""
     result = MethodResult()
     per_hops: Dict[str, List[Dict[int, float]]] = {}
     totals = {k: 0.0 for k in KS}
-    for question, vector in zip(questions, vectors):
+    pairs: Any = zip(questions, vectors)
+    if progress:
+        from tqdm import tqdm
+
+        pairs = tqdm(pairs, total=len(questions), desc=progress, unit="question", file=sys.stderr)
+    for question, vector in pairs:
         bundle = QueryBundle(query_str=question["question"], embedding=vector)
         start = time.perf_counter()
         ranked = retrieve(bundle)

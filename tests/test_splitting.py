@@ -60,7 +60,8 @@ def test_graph_rag_index_excludes_the_triplets_itself(make_store):
     )
     assert store.count()["relations"] == N
     more = " ".join(f"Sailor{i:03d} crossed the sea Wave{i:03d}." for i in range(N))
-    index.insert(Document(id_="more", text=more, metadata={"triplets": [[f"Sailor{i:03d}", "crossed", f"Wave{i:03d}"] for i in range(N)]}))
+    triplets = [[f"Sailor{i:03d}", "crossed", f"Wave{i:03d}"] for i in range(N)]
+    index.insert(Document(id_="more", text=more, metadata={"triplets": triplets}))
     assert store.count()["relations"] == 2 * N
     hits = index.as_retriever(similarity_top_k=2).retrieve("Which river did Explorer042 chart?")
     assert hits
@@ -103,7 +104,9 @@ def chunk(text, triplets, first=False):
 
 
 def test_a_chunk_matches_names_case_insensitively_as_whole_words():
-    triplets = [["leonhard EULER", "studied under", "Johann Bernoulli"], ["Art", "is", "Craft"], ["Basel", "on", "Rhine"]]
+    triplets = [
+        ["leonhard EULER", "studied under", "Johann Bernoulli"], ["Art", "is", "Craft"], ["Basel", "on", "Rhine"]
+    ]
     kept = given_triplets(chunk("Leonhard  Euler started in Basel.", triplets, first=True))
     assert [t.subject for t in kept] == ["leonhard EULER", "Basel"]  # "Art" is not in "started"
 
