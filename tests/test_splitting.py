@@ -126,3 +126,24 @@ def test_a_whole_document_keeps_all_its_triplets():
     node = TextNode(text="Euler was Swiss.", metadata={"triplets": [["Q937", "x", "Q1"], ["Euler", "was", "Swiss"]]})
     node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id="doc")
     assert len(given_triplets(node)) == 2
+
+
+def test_the_package_loaders_mark_the_triplets_as_no_text(tmp_path):
+    import json
+
+    from llama_index_graphrag_milvus.cli import _read_nodes
+    from llama_index_graphrag_milvus.evaluation import load_dataset
+
+    from test_retrieval_modes import write_musique_like
+
+    document = many_triplets_document()
+    path = tmp_path / "atlas.jsonl"
+    path.write_text(json.dumps({"id": "atlas", "text": document.text, "metadata": {"title": "Atlas"},
+                                "triplets": document.metadata["triplets"]}) + "\n")
+    (read,) = _read_nodes([str(path)])
+    for node in SentenceSplitter().get_nodes_from_documents([read]):  # as `graphrag-milvus ingest` splits
+        assert_no_triplets_in_content(node)
+    write_musique_like(tmp_path)
+    for node in load_dataset(tmp_path).nodes + bernoulli_documents():
+        assert "triplets" in node.metadata
+        assert "triplets" not in node.get_content(MetadataMode.EMBED) + node.get_content(MetadataMode.LLM)
