@@ -134,8 +134,9 @@ class Explanation:
             f"Seed entities ({len(seeds)}): "
             + (", ".join(f"{name or eid} {score:.2f}" for eid, name, score in seeds) or "(none)")
         )
-        if self.synonyms:
-            lines.append("Synonyms (drawn as one entity): " + "; ".join(f"{a} = {b}" for a, b in self.synonyms))
+        merged = [label for label in self.drawn().entities.values() if label.endswith(")")]
+        if merged:  # synonym links in the store, and short forms of a name ("Euler", "Leonhard Euler")
+            lines.append("Drawn as one entity: " + "; ".join(merged))
         lines.append(f"Seed relations ({len(self.seed_relations)}, nearest to the question):")
         lines += [f"  {r.score:.3f}  {r}" for r in self.seed_relations]
         shown = self.candidates[:max_candidates]
@@ -272,7 +273,7 @@ def _entities(explanation: Explanation, relations: List[ScoredRelation]) -> Tupl
     for relation in relations:
         names.setdefault(normalize_name(relation.subject), relation.subject)
         names.setdefault(normalize_name(relation.object), relation.object)
-    node_of = _merged(list(names), explanation.synonyms)
+    node_of = _merged(list(names), [*explanation.synonyms, *_short_forms(names)])
     members: Dict[str, List[str]] = {}
     for key, node in node_of.items():
         members.setdefault(node, []).append(names[key])
@@ -297,6 +298,24 @@ def _merged(keys: List[str], synonyms: Sequence[Tuple[str, str]]) -> Dict[str, s
             ra, rb = root(a), root(b)
             parent[max(ra, rb)] = min(ra, rb)
     return {key: root(key) for key in keys}
+
+
+_CONNECTORS = frozenset("of the and for in on at to from by with".split())
+
+
+def _short_forms(names: Dict[str, str]) -> List[Tuple[str, str]]:
+    """Pairs (short, full) where a drawn name is the last word of exactly one other drawn name of 2-4
+    words with no connector ("Euler" and "Leonhard Euler", not "Basel" and "University of Basel"): the
+    picture draws them as one entity, labelled with both."""
+    full = [w for w in names.values() if 2 <= len(w.split()) <= 4 and not _CONNECTORS & set(normalize_name(w).split())]
+    pairs = []
+    for key, written in names.items():
+        if " " in key:
+            continue
+        matches = [f for f in full if normalize_name(f.split()[-1]) == key and normalize_name(f) != key]
+        if len(matches) == 1:
+            pairs.append((written, matches[0]))
+    return pairs
 
 
 def _merged_label(names: List[str]) -> str:

@@ -201,7 +201,7 @@ def test_synonyms_in_the_store_are_drawn_as_one_entity(make_store):
     assert drawn.node_of["leonhard euler"] == node and node in drawn.seeds
     assert drawn.entities[node].startswith("Leonhard Euler (") and "Euler" in drawn.entities[node][15:]
     assert len(drawn.entities) < len(drawn.node_of)
-    assert "Synonyms (drawn as one entity): " in str(explanation)
+    assert f"Drawn as one entity: {drawn.entities[node]}" in str(explanation)
     names = {t.get_text().replace("\n", " ") for t in explanation.figure().axes[0].texts}
     assert drawn.entities[node] in names and "Euler" not in names
     # given by hand, the label is the longest name with the other in brackets
@@ -209,15 +209,20 @@ def test_synonyms_in_the_store_are_drawn_as_one_entity(make_store):
     assert by_hand.drawn().entities[by_hand.drawn().node_of["euler"]] == "Leonhard Euler (Euler)"
 
 
-def test_without_synonyms_every_entity_is_its_own_node_and_labels_keep_clear(make_store):
+def test_without_synonyms_only_a_names_short_form_shares_its_node_and_labels_keep_clear(make_store):
     store = ingested(make_store(synonym_threshold=None))
     explanation = GraphRAGRetriever(store=store, similarity_top_k=2).explain(EULER_QUESTION)
 
     drawn = explanation.drawn()
 
-    assert explanation.synonyms == [] and "Synonyms" not in str(explanation)
-    assert all(node == key for key, node in drawn.node_of.items())
-    assert {normalize_name(label) for label in drawn.entities.values()} == set(drawn.node_of)
+    assert explanation.synonyms == []
+    merged = {key: node for key, node in drawn.node_of.items() if node != key}
+    # "Euler" is the last word of exactly one drawn person-like name; nothing else is merged
+    assert set(merged) <= {"euler", "leonhard euler"}
+    if merged:
+        assert drawn.entities[drawn.node_of["euler"]] == "Leonhard Euler (Euler)"
+        assert "Drawn as one entity: Leonhard Euler (Euler)" in str(explanation)
+    assert "University of Basel (" not in str(explanation)  # "Basel" stays apart from the university
     figure = explanation.figure()  # "Euler" apart from the rest: packed next to it, with room for its labels
     assert overlapping_labels(figure) == []
 
@@ -249,3 +254,19 @@ def test_the_picture_is_the_same_under_any_hash_seed_and_no_labels_overlap(store
 
     assert all(run.returncode == 0 for run in runs) and digests[0] == digests[1]
     assert len(digests[0]) == len(hashlib.sha256().hexdigest())
+
+
+def test_a_short_form_shares_a_node_only_with_the_one_name_it_ends():
+    from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation
+
+    relations = [
+        ScoredRelation(1, "leonhard Euler", "studied under", "Johann Bernoulli", 0.9),
+        ScoredRelation(2, "Euler", "made contributions to", "graph theory", 0.8),
+        ScoredRelation(3, "Daniel Bernoulli", "son of", "Johann Bernoulli", 0.7),
+        ScoredRelation(4, "Bernoulli", "lived in", "Basel", 0.6),
+        ScoredRelation(5, "University of Basel", "located in", "Basel", 0.5),
+    ]
+    drawn = Explanation(Retrieval(query="q", chosen=relations), relations).drawn()
+    assert drawn.node_of["euler"] == drawn.node_of["leonhard euler"]
+    assert len({drawn.node_of[k] for k in ("bernoulli", "johann bernoulli", "daniel bernoulli")}) == 3  # ambiguous
+    assert drawn.node_of["basel"] != drawn.node_of["university of basel"]
