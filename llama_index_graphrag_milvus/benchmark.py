@@ -99,16 +99,12 @@ def run_benchmark(
     passages are raw text and the graph comes from `extractor` (default: the transform's
     `CooccurrenceExtractor`). With `time_ingest`, the embedder is not cached during the ingest, and a
     plain dense ingest of the same passages (embed, write to Milvus) is timed first, in the same run,
-    for the ratio. Progress bars (the embedding of the ingest, the questions of each method) go to
-    stderr when `progress` is True, or when it is None and stderr is a terminal.
+    for the ratio. Progress bars go to stderr when `progress` is True, or (None) when it is a terminal.
     """
     from llama_index_graphrag_milvus import MilvusGraphStore
 
     if embed_model is None:
-        from llama_index_graphrag_milvus.embeddings import local_embed_model
-
-        with _model_loading_bar(_shown(progress)):
-            embed_model, embed_label = local_embed_model(), "all-MiniLM-L6-v2"
+        embed_model, embed_label = _local_model(progress), "all-MiniLM-L6-v2"
     methods = methods if methods is not None else DEFAULT_METHODS
     dataset = load_dataset(data, limit, triples=triples, raw_text=raw_text)
     cache_dir = Path(cache_dir)
@@ -120,37 +116,45 @@ def run_benchmark(
         ingest["dense_ingest_s"] = round(seconds, 2)
         log(f"plain dense ingest (embed + MilvusVectorStore): {ingest['dense_ingest_s']}s")
     counting = _Counting(embed_model if time_ingest else cached)
-    store = MilvusGraphStore(
-        uri=uri or str(cache_dir / f"{dataset.name}.db"), embed_model=counting, collection_prefix=prefix,
-        overwrite=True,
-    )
+    store = MilvusGraphStore(uri=uri or str(cache_dir / f"{dataset.name}.db"), embed_model=counting, collection_prefix=prefix, overwrite=True)
     try:
-        total = _texts_to_embed(dataset.nodes)
-        with _bar(progress, total=total, desc="Ingesting (embedding)", unit="text") as bar:
-            counting.count_on(bar)
-            built, ingest_s = _ingest(store, dataset, extractor)
-        counting.count_on(None)
-        log(f"ingested {store.count()} in {ingest_s:.1f}s; built from {built}")
-        store.embed_model = cached
+        built, ingest_s = _ingest_shown(store, dataset, extractor, counting, progress, log)
         if time_ingest:
             ingest.update(graph_ingest_s=round(ingest_s, 2), ratio=round(ingest_s / ingest["dense_ingest_s"], 2))
+        store.embed_model = cached
         counts = store.count()
         questions = _bar(progress, dataset.questions, desc="Embedding the questions", unit="question")
-        vectors = [cached.get_query_embedding(q["question"]) for q in questions]
-        results = _measure(store, dataset, methods, vectors, progress)
+        results = _measure(store, dataset, methods, [cached.get_query_embedding(q["question"]) for q in questions], progress)
     finally:
         store.close()
     report = {
         "dataset": dataset.name, "questions": len(dataset.questions), "passages": len(dataset.nodes),
         "counts": counts, "embed_model": embed_label or embed_model.model_name, "ingest_s": round(ingest_s, 2),
-        **({"ingest": ingest} if ingest else {}),
-        "graph_built_from": built,
+        **({"ingest": ingest} if ingest else {}), "graph_built_from": built,
         "extraction": extraction_stats(dataset.nodes, extractor if "given triplets" not in built else None),
-        **_compared(results, dataset),
-        "configs": methods,
+        **_compared(results, dataset), "configs": methods,
     }
     _write(report, out, chart, log)
     return report
+
+
+def _local_model(progress: Optional[bool]) -> BaseEmbedding:
+    from llama_index_graphrag_milvus.embeddings import local_embed_model
+
+    with _model_loading_bar(_shown(progress)):
+        return local_embed_model()
+
+
+def _ingest_shown(
+    store: Any, dataset: Dataset, extractor: Any, counting: "_Counting", progress: Optional[bool], log: Callable[[str], None]
+) -> tuple:
+    """`_ingest`, with a progress bar counting the texts embedded."""
+    with _bar(progress, total=_texts_to_embed(dataset.nodes), desc="Ingesting (embedding)", unit="text") as bar:
+        counting.count_on(bar)
+        built, seconds = _ingest(store, dataset, extractor)
+    counting.count_on(None)
+    log(f"ingested {store.count()} in {seconds:.1f}s; built from {built}")
+    return built, seconds
 
 
 def _shown(progress: Optional[bool]) -> bool:
