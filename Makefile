@@ -21,7 +21,7 @@ demo: setup
 	$(BIN)/python -m llama_index_graphrag_milvus.demo
 
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 bench: setup
 	$(BIN)/python -m benchmarks.multihop --data ../shared/data/musique --out benchmarks/results/musique.json

@@ -92,8 +92,9 @@ def make_store(tmp_path, hash_embed):
             pass
 
 
-# the slowest files first, so that with `pytest -n 2` (make test) they overlap the rest instead of
-# running alone at the end: a real Milvus server starts in one, a notebook kernel in the other
+# the slowest files first, so that with `pytest -n 3 --dist loadfile` (make test) they overlap the rest
+# instead of running alone at the end: one worker mostly waits for a real Milvus server to start, the
+# two others share the cores
 _FIRST = ("test_milvus_server.py", "test_notebook.py", "test_demo.py", "test_cli.py")
 
 
