@@ -17,10 +17,9 @@ import json
 import os
 import textwrap
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -186,23 +185,6 @@ def _show_recall(result: DemoResult, sample: Sample, graph_name: str) -> None:
           "the questions (1.0 = all found); higher is better.")
 
 
-@contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """Torch on `n` threads meanwhile. Measured on the 2-core machine, with other work on the other
-    core: MiniLM embeds the sample's 2,200 entity names in 8 s on one thread and in 32 s on two."""
-    try:
-        import torch
-    except ImportError:  # another embedder than the bundled one
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run_demo(
     uri: str, embed_model: BaseEmbedding, llm: Any = None, question_id: str = SHOWCASE, top_k: int = TOP_K
 ) -> Tuple[DemoResult, Sample, MilvusGraphStore, GraphRAGRetriever]:
@@ -250,8 +232,7 @@ def main(argv: Optional[List[str]] = None, embed_model: Optional[BaseEmbedding] 
         embed_model = local_embed_model()
 
     print("Multi-hop questions from MuSiQue (CC BY 4.0), with the triples HippoRAG extracted from each passage.")
-    with _torch_threads(1):
-        result, sample, store, retriever = run_demo(args.uri, embed_model, llm, args.question)
+    result, sample, store, retriever = run_demo(args.uri, embed_model, llm, args.question)
     with store:
         counts = store.count()
         print(f"Milvus at {args.uri} (prefix {PREFIX!r}): {counts['entities']} entities, {counts['relations']} "
