@@ -131,7 +131,8 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
     graph read: `{"entities": n, "relations": n, "passages": n}`."""
     from pymilvus import MilvusClient
 
-    from llama_index_graphrag_milvus.milvus import KINDS, GraphStoreError, is_local_path
+    from llama_index_graphrag_milvus.errors import GraphStoreError
+    from llama_index_graphrag_milvus.milvus import collection_names, is_local_path
 
     local = is_local_path(uri)
     if local and not Path(uri).expanduser().exists():
@@ -143,14 +144,11 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
         from llama_index_graphrag_milvus import lite
 
         if local and lite.held_by_another_process(path):
-            raise GraphStoreError(
-                f"The Milvus Lite database {uri!r} is open in another process: Milvus Lite allows one process "
-                "per path. Close the store there, or count there with store.count()."
-            ) from exc
+            raise lite.held_error(path) from exc
         raise
     try:
         present = set(client.list_collections())
-        names = {kind: f"{prefix}_{kind}" for kind in KINDS}
+        names = collection_names(prefix)
         if not set(names.values()) <= present:
             prefixes = sorted(n[: -len("_entities")] for n in present if n.endswith("_entities"))
             raise GraphStoreError(

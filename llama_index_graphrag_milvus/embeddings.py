@@ -33,7 +33,7 @@ def resolve_embed_model(embed_model: Optional[BaseEmbedding]) -> BaseEmbedding:
     try:
         return local_embed_model()
     except ImportError as exc:
-        from llama_index_graphrag_milvus.milvus import GraphStoreError
+        from llama_index_graphrag_milvus.errors import GraphStoreError
 
         raise GraphStoreError(
             "No embed_model was given, Settings.embed_model is unset and OPENAI_API_KEY is not set. "

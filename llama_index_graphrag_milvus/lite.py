@@ -111,6 +111,14 @@ def lite_path(uri: str) -> Path:
     return path
 
 
+def held_error(path: str) -> GraphStoreError:
+    """The error for a database another process holds."""
+    return GraphStoreError(
+        f"The Milvus Lite database {path!r} is open in another process. Close the store there "
+        "(store.close()) or use another path: Milvus Lite allows one process per path."
+    )
+
+
 def check_lite(path: Path, names: List[str]) -> None:
     """Before Milvus Lite opens `path`: refuse a database another process holds (Lite would print a
     traceback first), and remove the folders of our collections that a killed first open left
@@ -120,10 +128,7 @@ def check_lite(path: Path, names: List[str]) -> None:
     with _lite_lock:
         ours = str(path) in _lite_users
     if not ours and held_by_another_process(str(path)):
-        raise GraphStoreError(
-            f"The Milvus Lite database {str(path)!r} is open in another process. Close the store there "
-            "(store.close()) or use another path: Milvus Lite allows one process per path."
-        )
+        raise held_error(str(path))
     for name in names:
         folder = path / "collections" / name
         if folder.is_dir() and not (folder / "schema.json").exists():

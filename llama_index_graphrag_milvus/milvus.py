@@ -40,6 +40,11 @@ MAX_SYNONYMS = 8
 QUERY_LIMIT = 16384
 
 
+def collection_names(prefix: str) -> Dict[str, str]:
+    """The names of a store's entities, relations and passages collections: `{prefix}_{kind}`."""
+    return {kind: f"{prefix}_{kind}" for kind in KINDS}
+
+
 def is_local_path(uri: str) -> bool:
     """Whether `uri` names a Milvus Lite database (a path) rather than a server."""
     return "://" not in uri
@@ -138,7 +143,7 @@ class Collections:
             path = lite.lite_path(uri)
             uri = str(path)
         self.uri, self.dim = uri, dim
-        self.names = {kind: f"{prefix}_{kind}" for kind in KINDS}
+        self.names = collection_names(prefix)
         self.state_name = f"{prefix}_state"  # one row: the generation token (see `advance`)
         self._key = (uri, prefix) if is_local_path(uri) else None  # one store per Lite collections
         self._token, self._client_kwargs, self._owner = token, client_kwargs, owner
@@ -196,10 +201,7 @@ class Collections:
             return vector_store
         except Exception as exc:
             if is_local_path(self.uri) and lite.held_by_another_process(self.uri):
-                raise GraphStoreError(
-                    f"The Milvus Lite database {self.uri!r} is open in another process. Close the store "
-                    "there (store.close()) or use another path: Milvus Lite allows one process per path."
-                ) from exc
+                raise lite.held_error(self.uri) from exc
             raise
 
     def _create(self) -> None:

@@ -234,10 +234,11 @@ class LLMRanker:
         return self._merge(task, picked, await arank(self.base, task))
 
     def _offered(self, task: RankTask) -> List[ScoredRelation]:
-        texts = task.store.describe([r for r, _ in task.candidates()])
+        candidates = task.candidates()
+        texts = task.store.describe([r for r, _ in candidates])
         return [
             ScoredRelation(r, texts[r].subject, texts[r].predicate, texts[r].object, score)
-            for r, score in task.candidates()
+            for r, score in candidates
             if r in texts
         ]
 

@@ -17,7 +17,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from llama_index_graphrag_milvus.extract import given_triplets
-from llama_index_graphrag_milvus.milvus import GraphStoreError
+from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.schema import Triplet, chunked
 
 logger = logging.getLogger(__name__)
