@@ -72,7 +72,8 @@ def _greedy(tokens: List[str], spans: List[tuple], join: Callable, is_known: IsK
 
 
 def read_mentions(answer: Any) -> List[str]:
-    """The names in an NER answer `{"named_entities": [...]}`. Raises `ValueError` otherwise."""
+    """The names (the strings) in an NER answer `{"named_entities": [...]}`, also fenced or with prose
+    around it. Raises `ValueError` if there is no such list."""
     mentions = string_list(parse_json_object(answer), "named_entities")
     return list(dict.fromkeys(m.strip() for m in mentions if m.strip()))[:MAX_MENTIONS]
 

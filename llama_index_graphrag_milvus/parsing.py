@@ -1,4 +1,7 @@
-"""Strict parsing of LLM answers: JSON only, never `eval`; anything else is a `ValueError`."""
+"""Strict parsing of LLM answers: JSON only, never `eval`; anything else is a `ValueError`.
+
+Strict about what is read, tolerant of how real models wrap it: a markdown fence, prose around it.
+"""
 
 from __future__ import annotations
 
@@ -6,41 +9,69 @@ import json
 import re
 from typing import Any, Dict, List, Sequence
 
-_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
-_LINE_ID = re.compile(r"^\s*\[\s*(\d{1,9})\s*\]")
+#: `{` positions tried when an answer is not JSON alone, so a long garbage answer stays cheap.
+MAX_OBJECT_STARTS = 50
+
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*[^\S\n]*\n?(.*?)```", re.DOTALL)
+_ID = re.compile(r"^\s*(?:\[\s*([0-9]{1,9})\s*\]|([0-9]{1,9})\s*$)")  # "[3] text", " [ 3 ]", "3"
 
 
 def parse_json_object(text: str) -> Dict[str, Any]:
-    """The JSON object an LLM answered, allowing a markdown fence around it. Raises `ValueError`."""
+    """The JSON object an LLM answered: alone, in a markdown fence, or with prose around it.
+
+    A fence's content is read instead of the whole text. An answer that is a JSON value alone must be an
+    object; otherwise the first `{` that starts a JSON object is read. Raises `ValueError`."""
     if not isinstance(text, str):
         raise ValueError(f"expected text, got {type(text).__name__}")
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
+    fenced = _FENCE.search(text)
+    body = (fenced.group(1) if fenced else text).strip()
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
+        value = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        value = _first_object(body)
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
+def _first_object(text: str) -> Dict[str, Any]:
+    """The object decoded from the first of the first `MAX_OBJECT_STARTS` `{` that starts one."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(MAX_OBJECT_STARTS):
+        if start < 0:
+            break
+        try:
+            value, _end = decoder.raw_decode(text, start)
+            if isinstance(value, dict):
+                return value
+        except (json.JSONDecodeError, RecursionError):
+            pass
+        start = text.find("{", start + 1)
+    raise ValueError(f"no JSON object in the answer: {text!r:.200}")
+
+
 def string_list(value: Dict[str, Any], key: str) -> List[str]:
-    """`value[key]` if it is a list of strings. Raises `ValueError`."""
+    """The strings of the list `value[key]` (other items are dropped). Raises `ValueError` if it is not a list."""
     items = value.get(key)
-    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise ValueError(f"expected {key!r} to be a list of strings, got {items!r:.200}")
-    return items
+    if not isinstance(items, list):
+        raise ValueError(f"expected {key!r} to be a list, got {items!r:.200}")
+    return [item for item in items if isinstance(item, str)]
 
 
-def offered_ids(lines: Sequence[str], offered: int) -> List[int]:
-    """The ids `n` read from the `[n]` prefix of each line, kept only if 1 <= n <= offered, deduplicated."""
+def offered_ids(items: Sequence[Any], offered: int) -> List[int]:
+    """The ids `n` that `items` name, kept only if 1 <= n <= offered, deduplicated, in order.
+
+    An item names `n` as an int (not a bool), or as a string `"[n] text"`, `"[n]"` or `"n"`; other items
+    name nothing."""
     ids: List[int] = []
-    for line in lines:
-        match = _LINE_ID.match(line)
-        if match:
-            n = int(match.group(1))
-            if 1 <= n <= offered and n not in ids:
-                ids.append(n)
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            n = item
+        elif isinstance(item, str) and (match := _ID.match(item)):
+            n = int(match.group(1) or match.group(2))
+        else:
+            continue
+        if 1 <= n <= offered and n not in ids:
+            ids.append(n)
     return ids

@@ -1,4 +1,4 @@
-"""Reranking candidate relations: with an LLM (one-shot chain of thought, JSON) or by similarity.
+"""Reranking candidate relations with an LLM (one-shot chain of thought, JSON).
 
 LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and an unusable
 answer chooses nothing (`by_llm` False), with a warning: the ranking without the LLM then stands.
@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_graphrag_milvus.parsing import offered_ids, parse_json_object, string_list
+from llama_index_graphrag_milvus.parsing import offered_ids, parse_json_object
 from llama_index_graphrag_milvus.schema import ScoredRelation
 
 logger = logging.getLogger(__name__)
@@ -33,24 +33,23 @@ def format_candidates(candidates: Sequence[ScoredRelation]) -> str:
     return "\n".join(f"[{n}] {' '.join(c.text.split())}" for n, c in enumerate(candidates, start=1))
 
 
-def by_similarity(candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
-    """The `top_n` candidates by cosine similarity to the question."""
-    return RerankResult(sorted(candidates, key=lambda c: -c.score)[:top_n])
+def parse_rerank_answer(
+    answer: str, candidates: Sequence[ScoredRelation], top_n: Optional[int] = None
+) -> RerankResult:
+    """Read `{"thought_process": ..., "useful_relationships": ["[n] ...", ...], "ids": [n, ...]}`.
 
-
-def parse_rerank_answer(answer: str, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
-    """Read `{"thought_process": ..., "useful_relationships": ["[n] ...", ...]}`. Raises `ValueError`
-    if it is not that, or names none of the offered relations."""
+    Either list may be missing. Every offered relation the answer names is kept, in the LLM's order
+    (`useful_relationships` first, then `ids`), scored 1 / (1 + rank); `top_n` is only the prompt's and is
+    not applied here. Raises `ValueError` if neither is a list, or they name none of the offered relations."""
     value = parse_json_object(answer)
-    chosen = offered_ids(string_list(value, "useful_relationships"), len(candidates))
+    lists = [value[key] for key in ("useful_relationships", "ids") if isinstance(value.get(key), list)]
+    if not lists:
+        raise ValueError(f"expected 'useful_relationships' or 'ids' to be a list, got {value!r:.200}")
+    chosen = offered_ids([item for items in lists for item in items], len(candidates))
     if not chosen:
         raise ValueError("it names none of the offered relationships")
     thought = value.get("thought_process")
-    relations = [candidates[n - 1] for n in chosen]
-    # keep the LLM's choice first; fill up to top_n with the next most similar candidates
-    chosen_ids = {r.id for r in relations}
-    relations += [c for c in by_similarity(candidates, len(candidates)).relations if c.id not in chosen_ids]
-    ranked = [replace(relation, score=1.0 / (1 + rank)) for rank, relation in enumerate(relations[:top_n])]
+    ranked = [replace(candidates[n - 1], score=1.0 / (1 + rank)) for rank, n in enumerate(chosen)]
     return RerankResult(ranked, thought if isinstance(thought, str) else None, by_llm=True)
 
 
