@@ -4,6 +4,9 @@
     index.as_retriever(similarity_top_k=5).retrieve(question)
     index.as_query_engine(llm=llm).query(question)
 
+The LLM follows LlamaIndex's conventions: `llm=` defaults to `Settings.llm` when you set it, else OpenAI
+when OPENAI_API_KEY is set, else none (offline); `llm=None` turns it off (`llms.resolve_llm`).
+
 It is a plain class with the method names of LlamaIndex's indices (`from_documents`, `as_retriever`,
 `as_query_engine`, `insert`, `insert_nodes`, `delete_ref_doc`, `refresh_ref_docs`), not a `BaseIndex`:
 Milvus holds everything (no index struct, no docstore). `MilvusGraphStore`, `GraphRAGTransform` and
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -30,6 +32,7 @@ from llama_index.core.response_synthesizers.no_text import NoText
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
 from llama_index_graphrag_milvus.extract import exclude_from_content
+from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
 from llama_index_graphrag_milvus.schema import passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
@@ -46,9 +49,13 @@ class GraphRAGIndex:
     Args:
         store: The store holding (or to hold) the entities, relations and passages.
         llm: The LLM of the graph steps: triplet extraction for nodes that carry none, and the
-            retriever's NER and rerank. None (the default) makes no LLM call: triplets come from metadata
-            or `CooccurrenceExtractor`, and the retriever matches known names and reranks with the graph.
-            `Settings.llm` is never used for these steps; it only answers in `as_query_engine`.
+            retriever's NER and rerank. By default ("default"), LlamaIndex's `Settings.llm` if you set it,
+            else OpenAI if OPENAI_API_KEY is set, else none; resolved once, here. Its cost: at ingest, one
+            LLM call per split node that carries no triplets (one node a call, not batched; 4 at a time,
+            `GraphRAGTransform(num_workers=...)`; nodes with triplets in metadata or with no text cost
+            none); per retrieval, 2 calls (NER, then rerank, skipped when there is no candidate
+            relation). `llm=None` makes no LLM call in these steps: triplets come from metadata or
+            `CooccurrenceExtractor`, and the retriever matches known names and reranks with the graph.
         transformations: The steps run before the graph write on every insert (a splitter, a KG
             extractor, ...). Defaults to `Settings.transformations` (a `SentenceSplitter()` unless you
             changed them). A `GraphRAGTransform` is appended, writing to `store` with `llm`; to configure
@@ -57,7 +64,7 @@ class GraphRAGIndex:
 
     Attributes:
         store: The `MilvusGraphStore`.
-        llm: The LLM of the graph steps (or None).
+        llm: The LLM of the graph steps, resolved (or None).
         transformations: Every ingestion step; the last is `transform`.
         transform: The `GraphRAGTransform` that writes to `store`.
     """
@@ -65,10 +72,11 @@ class GraphRAGIndex:
     def __init__(
         self,
         store: MilvusGraphStore,
-        llm: Optional[LLM] = None,
+        llm: LLMType = DEFAULT,
         transformations: Optional[Sequence[TransformComponent]] = None,
         show_progress: bool = False,
     ) -> None:
+        llm = resolve_llm(llm)
         steps = list(Settings.transformations if transformations is None else transformations)
         if steps and isinstance(steps[-1], GraphRAGTransform):
             if steps[-1].store is not store:
@@ -86,7 +94,7 @@ class GraphRAGIndex:
         cls,
         documents: Sequence[Document],
         store: Optional[MilvusGraphStore] = None,
-        llm: Optional[LLM] = None,
+        llm: LLMType = DEFAULT,
         embed_model: Optional[BaseEmbedding] = None,
         transformations: Optional[Sequence[TransformComponent]] = None,
         show_progress: bool = False,
@@ -98,7 +106,9 @@ class GraphRAGIndex:
             documents: The documents; triplets in `metadata["triplets"]` are used as given.
             store: The store to write to. Defaults to `MilvusGraphStore(embed_model=embed_model,
                 **store_kwargs)`: Milvus Lite at ./graphrag_milvus.db, its collections kept if they exist.
-            llm, transformations, show_progress: As in `GraphRAGIndex`.
+            llm, transformations, show_progress: As in `GraphRAGIndex`: `llm` defaults to `Settings.llm`
+                (else OpenAI if OPENAI_API_KEY is set, else none), one call per node without triplets;
+                `llm=None` ingests with no LLM call.
             embed_model, **store_kwargs: For the default store only (`uri`, `collection_prefix`, ...).
         """
         if store is None:
@@ -113,16 +123,21 @@ class GraphRAGIndex:
 
     # retrieval ----------------------------------------------------------------------------------
     def as_retriever(self, **kwargs: Any) -> GraphRAGRetriever:
-        """A `GraphRAGRetriever` over the store, with the index's `llm` unless `llm=` is given; keyword
-        arguments go to the retriever (`similarity_top_k`, `reranker`, `expansion_degree`, ...)."""
-        kwargs.setdefault("llm", self.llm)
+        """A `GraphRAGRetriever` over the store, with the index's `llm` unless `llm=` is given (an LLM,
+        None for none, or "default" for `Settings.llm`); with an LLM, each retrieval makes 2 LLM calls
+        (NER and rerank). Keyword arguments go to the retriever (`similarity_top_k`, `reranker`,
+        `expansion_degree`, ...)."""
+        kwargs["llm"] = resolve_llm(kwargs["llm"]) if "llm" in kwargs else self.llm
         return GraphRAGRetriever(store=self.store, **kwargs)
 
-    def as_query_engine(self, llm: Optional[LLM] = None, **kwargs: Any) -> RetrieverQueryEngine:
+    def as_query_engine(self, llm: LLMType = DEFAULT, **kwargs: Any) -> RetrieverQueryEngine:
         """A `RetrieverQueryEngine` that answers from the graph-retrieved passages.
 
-        The answering LLM is `llm`, else the index's `llm`, else `Settings.llm` when it is set or
-        OPENAI_API_KEY is. The retriever uses the index's `llm`, else this `llm`.
+        The answering LLM is `llm` when given (an LLM, or None for none), else the index's `llm`, else
+        `Settings.llm` when it is set or OPENAI_API_KEY is. The retriever uses the index's `llm`, else an
+        LLM given here; `llm=None` on the index keeps the retriever LLM-free unless one is given here.
+        A query costs the retriever's 2 LLM calls (NER, rerank) when it has an LLM, plus the answer's
+        (one call with the default "compact" mode when the passages fit the context window).
 
         With no LLM at all, the engine still runs offline and makes no LLM call: it answers with the
         retrieved passages themselves, their texts joined (`response_mode="context_only"`; "no_text" gives
@@ -135,9 +150,13 @@ class GraphRAGIndex:
         accepted = inspect.signature(GraphRAGRetriever.__init__).parameters
         ours = [k for k in kwargs if k in accepted and k not in ("self", "store")]
         retriever_kwargs = {k: kwargs.pop(k) for k in ours}
-        retriever_kwargs.setdefault("llm", self.llm or llm)
+        given = resolve_llm(llm) if not _is_default(llm) else None
+        retriever_kwargs.setdefault("llm", self.llm if self.llm is not None else given)
         retriever = self.as_retriever(**retriever_kwargs)
-        answering = llm or self.llm or _settings_llm()
+        if not _is_default(llm):
+            answering = given
+        else:
+            answering = self.llm if self.llm is not None else resolve_llm(DEFAULT)
         if answering is None:
             answering = MockLLM()  # never called; keeps Settings.llm (OpenAI by default) unresolved
             if "response_synthesizer" not in kwargs:
@@ -242,8 +261,5 @@ def _passages_only(llm: LLM, kwargs: Dict[str, Any]) -> BaseSynthesizer:
     return synthesizer(llm=llm, callback_manager=kwargs.get("callback_manager"), streaming=streaming)
 
 
-def _settings_llm() -> Optional[LLM]:
-    """`Settings.llm` when it is set or OpenAI is usable, without resolving the OpenAI default otherwise."""
-    if Settings._llm is not None or os.environ.get("OPENAI_API_KEY"):
-        return Settings.llm
-    return None
+def _is_default(llm: LLMType) -> bool:
+    return isinstance(llm, str) and llm == DEFAULT

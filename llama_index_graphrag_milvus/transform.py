@@ -8,10 +8,10 @@ import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.async_utils import asyncio_run, run_jobs
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
-from llama_index.core.schema import BaseNode, TransformComponent
+from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
 from llama_index_graphrag_milvus.extract import (
     TRIPLETS_KEY,
@@ -21,6 +21,7 @@ from llama_index_graphrag_milvus.extract import (
     exclude_from_content,
     given_triplets,
 )
+from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.schema import Triplet
 from llama_index_graphrag_milvus.store import MilvusGraphStore
@@ -36,16 +37,21 @@ class GraphRAGTransform(TransformComponent):
     none get theirs from, in this order:
     - `extractor`, any `TransformComponent` that leaves triplets in `metadata["triplets"]` or LlamaIndex
       KG output (`KG_RELATIONS_KEY`): spaCy, GLiNER, an LLM extractor you already have;
-    - else, when `llm` is given, the extraction prompt;
+    - else, when there is an LLM (`llm`; by default `Settings.llm`, see below), the extraction prompt:
+      one LLM call per such node (nodes with no text are skipped), `num_workers` of them at a time;
     - else `CooccurrenceExtractor()`: named entities co-occurring in a sentence, no LLM, no model.
     So a graph is always built; a WARNING per call says how many nodes had no triplets and what was done.
+    Nodes that carry triplets never cost an LLM call.
 
     The triplets key is kept out of the passage's embedded text and LLM context. Nodes are returned
     unchanged otherwise, so later steps still run.
 
     Args:
         store: The store to write to.
-        llm: Extracts triplets from nodes that carry none (unless `extractor` is given).
+        llm: Extracts triplets from nodes that carry none (unless `extractor` is given). By default
+            ("default") LlamaIndex's `Settings.llm` if you set it, else OpenAI if OPENAI_API_KEY is set,
+            else none; resolved once, here (`llms.resolve_llm`). `llm=None` makes no LLM call at all.
+            The attribute holds the resolved LLM, or None.
         extractor: Extracts triplets from nodes that carry none; it sees only those nodes.
         extract_prompt: The extraction prompt (`{text}`, `{max_triplets}`; answers JSON).
         max_triplets_per_node: At most this many triplets are extracted from one node by the LLM.
@@ -56,7 +62,7 @@ class GraphRAGTransform(TransformComponent):
     """
 
     store: MilvusGraphStore = Field(exclude=True)
-    llm: Optional[LLM] = Field(default=None, exclude=True)
+    llm: Optional[LLM] = Field(default=DEFAULT, exclude=True, validate_default=True)
     extractor: Optional[TransformComponent] = Field(default=None, exclude=True)
     extract_prompt: PromptTemplate = Field(default=TRIPLET_EXTRACT_PROMPT)
     max_triplets_per_node: int = 20
@@ -69,13 +75,18 @@ class GraphRAGTransform(TransformComponent):
     def __init__(
         self,
         store: MilvusGraphStore,
-        llm: Optional[LLM] = None,
+        llm: LLMType = DEFAULT,
         extractor: Optional[TransformComponent] = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(kwargs.get("extract_prompt"), str):
             kwargs["extract_prompt"] = PromptTemplate(kwargs["extract_prompt"])
         super().__init__(store=store, llm=llm, extractor=extractor, **kwargs)
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _resolve_llm(cls, llm: Any) -> Optional[LLM]:
+        return resolve_llm(llm)
 
     @classmethod
     def class_name(cls) -> str:
@@ -183,7 +194,7 @@ class GraphRAGTransform(TransformComponent):
         else:
             how = (
                 f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
-                "co-occur in a sentence; pass llm= or extractor= for better triplets)"
+                "co-occur in a sentence; pass llm= or extractor=, or set Settings.llm, for better triplets)"
             )
         logger.warning(
             "%d of %d nodes carry no triplets%s%s.",
@@ -198,6 +209,12 @@ class GraphRAGTransform(TransformComponent):
     ) -> List[Optional[List[Triplet]]]:
         assert self.llm is not None
         todo = [i for i, t in enumerate(triplets) if t is None]
+        triplets = list(triplets)
+        for i in todo:  # the store skips nodes with no text: no LLM call for them
+            if not nodes[i].get_content(MetadataMode.NONE).strip():
+                triplets[i] = []
+                nodes[i].metadata[self.triplets_key] = []
+        todo = [i for i in todo if triplets[i] is None]
         jobs = [
             aextract_triplets(
                 self.llm, self.extract_prompt, nodes[i], self.max_triplets_per_node, self.raise_on_error
@@ -207,7 +224,6 @@ class GraphRAGTransform(TransformComponent):
         results = await run_jobs(
             jobs, workers=self.num_workers, show_progress=self.show_progress, desc="Extracting triplets"
         )
-        triplets = list(triplets)
         for i, extracted in zip(todo, results):
             triplets[i] = extracted
             nodes[i].metadata[self.triplets_key] = as_metadata(extracted)

@@ -1,0 +1,158 @@
+"""`llm=` follows LlamaIndex's conventions: the LLM given, else `Settings.llm` (or OpenAI with a key), and
+`llm=None` for no LLM. A scripted LLM stands in for `Settings.llm`; OpenAI is only ever built, never called."""
+
+import json
+import pickle
+import re
+from typing import List
+
+import pytest
+from llama_index.core import Settings
+from llama_index.core.schema import Document, TextNode
+
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, Triplet
+from llama_index_graphrag_milvus.examples import bernoulli_documents
+from llama_index_graphrag_milvus.llms import DEFAULT, resolve_llm
+
+from conftest import ScriptedLLM, offered_lines
+
+
+def script(prompt: str) -> str:
+    """Extraction: the passage's first two words "appear in" Basel; NER: Basel; rerank: the first
+    offered relation; anything else (an answer): "scripted answer"."""
+    if '"triplets"' in prompt:
+        passage = prompt.split("Passage:\n", 1)[1].split()
+        return json.dumps({"triplets": [[" ".join(passage[:2]), "appears in", "Basel"]]})
+    if '"named_entities"' in prompt:
+        return json.dumps({"named_entities": ["Basel"]})
+    if '"useful_relationships"' in prompt:
+        return json.dumps({"thought_process": "t", "useful_relationships": offered_lines(prompt)[:1]})
+    return "scripted answer"
+
+
+def kinds(prompts: List[str]) -> List[str]:
+    return [
+        "extract" if '"triplets"' in p else "ner" if '"named_entities"' in p
+        else "rerank" if '"useful_relationships"' in p else "answer"
+        for p in prompts
+    ]
+
+
+def plain_documents() -> List[Document]:
+    """The Bernoulli corpus without its triplets: every node needs extraction."""
+    return [Document(id_=d.id_, text=d.text) for d in bernoulli_documents()]
+
+
+@pytest.fixture(autouse=True)
+def clean_settings(monkeypatch):
+    """No OPENAI_API_KEY, and Settings.llm as it was before the test (unset: tests/test_index.py checks)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("IS_TESTING", raising=False)  # LlamaIndex's own switch to a MockLLM default
+    saved = Settings._llm
+    yield
+    Settings._llm = saved
+
+
+@pytest.fixture
+def settings_llm():
+    llm = ScriptedLLM(script=script, prompts=[])
+    Settings.llm = llm
+    return llm
+
+
+def test_the_default_is_settings_llm_and_extracts_the_triplets(settings_llm, make_store):
+    assert resolve_llm() is settings_llm and resolve_llm(DEFAULT) is settings_llm
+    store = make_store()
+
+    index = GraphRAGIndex.from_documents(plain_documents(), store=store)
+
+    assert index.llm is settings_llm and index.transform.llm is settings_llm
+    assert kinds(settings_llm.prompts) == ["extract"] * 5  # one call per node without triplets
+    assert store.describe([Triplet("Daniel Bernoulli", "appears in", "Basel").id])
+    assert store.count()["relations"] == 5
+    assert index.transform.built == {"LLM": {"passages": 5, "triplets": 5}}
+
+    settings_llm.prompts.clear()
+    assert index.as_retriever().llm is settings_llm
+    index.as_retriever(similarity_top_k=2).retrieve("What did Daniel Bernoulli write in Basel?")
+    assert kinds(settings_llm.prompts) == ["ner", "rerank"]  # 2 LLM calls per query
+
+
+def test_the_transform_alone_follows_settings_llm_and_skips_empty_nodes(settings_llm, make_store):
+    store = make_store()
+    transform = GraphRAGTransform(store=store)
+    assert transform.llm is settings_llm
+
+    given = TextNode(id_="given", text="Ann met Bo.", metadata={"triplets": [["Ann", "met", "Bo"]]})
+    transform([given, TextNode(id_="empty", text="  "), TextNode(id_="plain", text="Carl Zeiss lived here.")])
+
+    assert kinds(settings_llm.prompts) == ["extract"]  # neither the given triplets nor the empty node
+    assert store.describe([Triplet("Carl Zeiss", "appears in", "Basel").id])
+    # the LLM stays out of the cache key and the transform still refuses worker processes
+    assert "llm" not in transform.to_dict()
+    with pytest.raises(TypeError, match="num_workers=1"):
+        pickle.dumps(transform)
+
+
+def test_llm_none_makes_no_llm_call_with_settings_llm_set(settings_llm, make_store):
+    store = make_store()
+
+    index = GraphRAGIndex.from_documents(plain_documents(), store=store, llm=None)
+    assert index.llm is None and index.transform.llm is None
+    assert GraphRAGTransform(store=store, llm=None).llm is None
+    assert "CooccurrenceExtractor" in index.transform.built
+    retriever = index.as_retriever()
+    assert retriever.llm is None
+    retriever.retrieve("What did Daniel Bernoulli write?")
+    offline = index.as_query_engine(llm=None).query("What did Daniel Bernoulli write?")
+
+    assert settings_llm.prompts == []
+    assert offline.source_nodes and str(offline).startswith("Daniel Bernoulli")  # the passages, no answer
+
+    # the answer alone still follows Settings.llm when the query engine is not told otherwise
+    answered = index.as_query_engine().query("What did Daniel Bernoulli write?")
+    assert str(answered) == "scripted answer" and kinds(settings_llm.prompts) == ["answer"]
+
+
+def test_settings_llm_none_is_no_llm(make_store):
+    Settings.llm = None  # LlamaIndex makes it a MockLLM
+    assert Settings._llm is not None
+    assert resolve_llm() is None
+    assert GraphRAGTransform(store=make_store()).llm is None
+
+
+def test_no_settings_and_no_key_is_no_llm_and_builds_nothing(make_store):
+    Settings._llm = None
+    assert resolve_llm() is None and resolve_llm(None) is None
+    assert GraphRAGIndex(store=make_store()).llm is None
+    assert Settings._llm is None  # Settings.llm (OpenAI) was never resolved
+
+
+def test_an_openai_key_resolves_openai_without_calling_it(monkeypatch):
+    from llama_index.llms.openai import OpenAI
+
+    Settings._llm = None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    assert isinstance(resolve_llm(), OpenAI)
+
+
+def test_an_llm_instance_is_used_as_given(settings_llm):
+    other = ScriptedLLM(script=script, prompts=[])
+    assert resolve_llm(other) is other
+
+
+def test_a_model_name_or_a_class_is_refused_with_the_fix(make_store):
+    from llama_index.llms.openai import OpenAI
+
+    with pytest.raises(TypeError, match=re.escape("pass an LLM object, e.g. llm=OpenAI(model='gpt-4o')")) as name:
+        resolve_llm("gpt-4o")
+    assert "llm=None for no LLM" in str(name.value)
+    with pytest.raises(TypeError, match=re.escape("got the class OpenAI: create one, e.g. llm=OpenAI(model=...)")):
+        resolve_llm(OpenAI)
+    with pytest.raises(TypeError, match="LlamaIndex LLM"):
+        resolve_llm(42)
+    store = make_store()
+    with pytest.raises(TypeError, match="pass an LLM object"):
+        GraphRAGTransform(store=store, llm="gpt-4o")
+    with pytest.raises(TypeError, match="pass an LLM object"):
+        GraphRAGIndex(store=store, llm="gpt-4o")
