@@ -224,6 +224,19 @@ def local_subgraph(
     return Subgraph(adjacency.astype(np.float64), entities, relations, passages)
 
 
+def entity_passage_subgraph(graph: Graph, relations: np.ndarray) -> Subgraph:
+    """HippoRAG 2's graph, around candidate `relations`: their entities and their passages, an entity linked
+    to a passage when the passage states a candidate relation of that entity (no relation nodes, so one
+    hop is one step). Its size follows the candidates."""
+    relations = np.asarray(relations, dtype=np.int64)
+    entities = graph.entities_of_relations(relations)
+    passages = unique(neighbours(graph.relation_passage, relations))
+    ep = (graph.entity_relation[entities][:, relations] @ graph.relation_passage[relations][:, passages]).tocsr()
+    ep.data[:] = 1.0
+    adjacency = sp.bmat([[None, ep], [ep.T, None]], format="csr")
+    return Subgraph(adjacency.astype(np.float64), entities, np.zeros(0, dtype=np.int64), passages)
+
+
 def personalized_pagerank(
     adjacency: sp.csr_matrix, personalization: np.ndarray, damping: float = 0.5, iterations: int = 50, tol: float = 1e-9
 ) -> np.ndarray:

@@ -1,14 +1,15 @@
 """Rankers: how the candidate relations of a retrieval order its passages, behind one protocol.
 
-- `ChainRanker` (the default without an LLM): each candidate scores its similarity plus that of its best
+- `ChainRanker`: each candidate scores its similarity plus that of its best
   neighbouring candidate (sharing an entity or a synonym), so two-step chains count; a passage scores
   its dense similarity plus `graph_weight` times its best relation's chain score.
-- `PPRRanker`: personalized PageRank on the candidates' entity–relation–passage subgraph, seeded by the
-  question's entities (weighted by specificity), its top relations and its top passages, rank-fused with
-  dense retrieval.
+- `PPRRanker`: HippoRAG 2's personalized PageRank on the candidates' entity–passage subgraph, restarting
+  at the entities of the relations most similar to the question and at the passages, by dense similarity.
+- `FusedRanker` (the default): reciprocal rank fusion of PPR and chain.
 - `SimilarityRanker`: the notebook's order: the passages of the most similar relations, then dense.
-- `LLMRanker`: an LLM picks relations (one-shot chain-of-thought prompt, JSON); their passages come
-  first, then those of another ranker (`base`). An unusable answer gives exactly the base ranking.
+- `LLMRanker`: an LLM picks relations among the best of another ranker (`base`, default fused), in a
+  one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion as one more ranking. An
+  unusable answer gives exactly the base ranking.
 
 A user can pass any object with `name`, `needs_context` and `rank` (and optionally `arank`).
 """
@@ -24,7 +25,13 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from llama_index_graphrag_milvus.backends import Neighbourhood
-from llama_index_graphrag_milvus.graph import chain_scores, local_subgraph, passage_scores, personalized_pagerank, specificity
+from llama_index_graphrag_milvus.graph import (
+    chain_scores,
+    entity_passage_subgraph,
+    passage_scores,
+    personalized_pagerank,
+    specificity,
+)
 from llama_index_graphrag_milvus.prompts import RERANK_PROMPT
 from llama_index_graphrag_milvus.rerank import allm_rerank, llm_rerank
 from llama_index_graphrag_milvus.schema import ScoredEntity, ScoredRelation
@@ -66,6 +73,9 @@ class Ranking:
     via: Dict[str, List[Scored]] = field(default_factory=dict)
     chosen: List[Scored] = field(default_factory=list)
     thought_process: Optional[str] = None
+    #: For a fusion: the rankings fused, with their weights, and the fusion's k (an LLM's choice joins them).
+    parts: Optional[List[Tuple[List[str], float]]] = None
+    k: int = 5
 
 
 class Ranker(Protocol):
@@ -133,59 +143,116 @@ class ChainRanker:
 
 @dataclass
 class PPRRanker:
-    """Personalized PageRank on the candidates' subgraph, rank-fused (RRF, k=60) with dense retrieval."""
+    """HippoRAG 2's personalized PageRank on the candidates' entity–passage subgraph.
 
+    The walk restarts at the entities of the `facts` relations most similar to the question (each
+    weighted by its min-max normalised similarity, averaged over its facts, divided by the number of
+    passages stating the entity) and at every passage, by its min-max normalised dense similarity times
+    `passage_weight`. Passages are ranked by their PageRank, then the dense passages it did not reach.
+    The defaults are HippoRAG 2's (damping 0.5, passage weight 0.05, 5 facts).
+    """
+
+    facts: int = 5
+    passage_weight: float = 0.05
+    damping: float = 0.5
     name: str = "ppr"
     needs_context: bool = True
 
     def rank(self, task: RankTask) -> Ranking:
         hood = task.neighbourhood
         candidates = task.candidates()
-        weights = np.clip(hood.similarities, 1e-3, None) if len(candidates) else np.zeros(0)
-        top = hood.passage_positions([p for p, _ in task.dense[: task.dense_seed_k]])
-        sub = local_subgraph(hood.graph, hood.relations, weights, top)
-        _, rels, pas = sub.slices()
+        via = {pid: relations[:1] for pid, relations in _own_relations(task).items()}
+        if not candidates:
+            return Ranking(self.name, list(task.dense), via, [])
+        sub = entity_passage_subgraph(hood.graph, hood.relations)
+        entities, passages = sub.slices()[0], slice(len(sub.entities), len(sub.entities) + len(sub.passages))
         restart = np.zeros(sub.adjacency.shape[0])
-        cache = hood.cache
-        entity_ids = [e.id for e in task.seed_entities]
-        seeds = cache.entities.lookup(np.asarray(entity_ids, dtype=np.int64))
-        weight = specificity(hood.graph, sub.entities)
-        scores = [max(e.score, 0.0) * w for e, w in zip(task.seed_entities, _at(weight, sub.entities, seeds))]
-        _restart_at(restart, 0, sub.entities, seeds, scores)
-        relations = cache.relations.lookup(np.asarray([r for r, _ in task.seed_relations], dtype=np.int64))
-        _restart_at(restart, rels.start, sub.relations, relations, [s for _, s in task.seed_relations])
-        dense_top = task.dense[: task.dense_seed_k]
-        passages = cache.passages.lookup([p for p, _ in dense_top]) if dense_top else np.zeros(0, dtype=np.int64)
-        _restart_at(restart, pas.start, sub.passages, passages, [s for _, s in dense_top])
-        rank = personalized_pagerank(sub.adjacency, restart)[pas]
-        order = [int(i) for i in np.argsort(-rank) if rank[i] > 0]
-        graph_pids = hood.passage_ids(sub.passages[order]) if order else []
-        fused: Dict[str, float] = {}
-        for ranked in (graph_pids, [pid for pid, _ in task.dense]):
-            for r, pid in enumerate(ranked):
-                fused[pid] = fused.get(pid, 0.0) + 1.0 / (60 + r + 1)
-        chains: Dict[str, List[Scored]] = {}
-        for relation in candidates:  # best first
-            for pid in hood.passages_of(relation[0]):
-                chains.setdefault(pid, [relation])
-        ranking = sorted(fused.items(), key=lambda kv: -kv[1])
-        return Ranking(self.name, ranking, chains, chosen_relations(chains, ranking, task.top_n))
+        top = np.argsort(-hood.similarities, kind="stable")[: self.facts]
+        weights = _min_max(hood.similarities[top])
+        local = {e: i for i, e in enumerate(sub.entities.tolist())}
+        votes: Dict[int, List[float]] = {}
+        for c, w in zip(top.tolist(), weights.tolist()):
+            for e in hood.graph.entities_of_relations(hood.relations[c : c + 1]).tolist():
+                votes.setdefault(local[e], []).append(w)
+        for i, ws in votes.items():
+            restart[i] = float(np.mean(ws)) * specificity(hood.graph, sub.entities[i : i + 1])[0]
+        pids = hood.passage_ids(sub.passages)
+        cosines = task.store.passage_similarities(task.vector, pids)
+        restart[passages] = _min_max(np.array([cosines.get(p, 0.0) for p in pids])) * self.passage_weight
+        rank = personalized_pagerank(sub.adjacency, restart, damping=self.damping)[passages]
+        ranking = [(pids[i], float(rank[i])) for i in np.argsort(-rank, kind="stable")]
+        reached = set(pids)
+        ranking += [(pid, 0.0) for pid, _ in task.dense if pid not in reached]
+        return Ranking(self.name, ranking, via, chosen_relations(via, ranking, task.top_n))
 
 
-def _at(values: np.ndarray, nodes: np.ndarray, positions: np.ndarray) -> List[float]:
-    """`values[i]` for the node i at each adjacency position (0 where it is not a node)."""
-    index = {p: i for i, p in enumerate(nodes.tolist())}
-    return [float(values[index[p]]) if p in index else 0.0 for p in positions.tolist()]
+@dataclass
+class FusedRanker:
+    """Reciprocal rank fusion of several rankings: a passage scores the sum over the rankings of
+    weight / (k + its rank). The default without an LLM fuses HippoRAG 2's PPR and the chain ranking,
+    each of which already holds dense similarity; with k = 5 the top of each ranking counts most.
+
+    Args:
+        rankers: The rankings fused (default: `PPRRanker()` and `ChainRanker()`).
+        weights: One per ranker (default: 1 each).
+        k: The rank offset of the fusion.
+    """
+
+    rankers: Sequence[Ranker] = field(default_factory=lambda: (PPRRanker(), ChainRanker()))
+    weights: Optional[Sequence[float]] = None
+    k: int = 5
+    name: str = "fused"
+
+    @property
+    def needs_context(self) -> bool:
+        return any(r.needs_context for r in self.rankers)
+
+    def rank(self, task: RankTask) -> Ranking:
+        return self._fuse(task, [r.rank(task) for r in self.rankers])
+
+    async def arank(self, task: RankTask) -> Ranking:
+        return self._fuse(task, [await arank(r, task) for r in self.rankers])
+
+    def _fuse(self, task: RankTask, rankings: List[Ranking]) -> Ranking:
+        weights = list(self.weights) if self.weights is not None else [1.0] * len(rankings)
+        parts = [([pid for pid, _ in r.passages], w) for r, w in zip(rankings, weights)]
+        fused = fuse(parts, self.k)
+        # a passage's reasons: those of the ranking that put it highest (on a tie, the longer chain)
+        via: Dict[str, List[Scored]] = {}
+        best: Dict[str, Tuple[int, int]] = {}
+        for ranking in rankings:
+            for rank, (pid, _) in enumerate(ranking.passages):
+                reasons = ranking.via.get(pid)
+                if reasons and (pid not in best or (rank, -len(reasons)) < best[pid]):
+                    best[pid], via[pid] = (rank, -len(reasons)), reasons
+        return Ranking(self.name, fused, via, chosen_relations(via, fused, task.top_n), parts=parts, k=self.k)
 
 
-def _restart_at(restart: np.ndarray, offset: int, nodes: np.ndarray, positions: np.ndarray, scores: List[float]) -> None:
-    """Add each score to the restart weight of the subgraph node at that adjacency position (-1, or a
-    position outside the subgraph: skipped)."""
-    index = {p: i for i, p in enumerate(nodes.tolist())}
-    for position, score in zip(positions.tolist(), scores):
-        i = index.get(position)
-        if i is not None:
-            restart[offset + i] += max(score, 0.0)
+def fuse(parts: Sequence[Tuple[Sequence[str], float]], k: int) -> List[Tuple[str, float]]:
+    """Reciprocal rank fusion: (passage id, sum of weight / (k + rank)), best first (ties: first seen)."""
+    scores: Dict[str, float] = {}
+    for ranked, weight in parts:
+        for rank, pid in enumerate(ranked, start=1):
+            scores[pid] = scores.get(pid, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def _min_max(values: np.ndarray) -> np.ndarray:
+    """Values scaled to [0, 1] (all ones when they are all equal)."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0:
+        return values
+    low, high = values.min(), values.max()
+    return (values - low) / (high - low) if high > low else np.ones_like(values)
+
+
+def _own_relations(task: RankTask) -> Dict[str, List[Scored]]:
+    """Each candidate passage's own relations, best first (the candidates are best first)."""
+    via: Dict[str, List[Scored]] = {}
+    for relation, passages in zip(task.candidates(), task.neighbourhood.candidate_passages):
+        for pid in passages:
+            via.setdefault(pid, []).append(relation)
+    return via
 
 
 @dataclass
@@ -211,13 +278,23 @@ class SimilarityRanker:
 
 @dataclass
 class LLMRanker:
-    """An LLM picks the useful relations among the candidates (offered best first with their text); their
-    passages come first, in the LLM's order, then the passages of `base`'s ranking. When the LLM fails
-    or its answer names none of the offered relations, the ranking is exactly `base`'s."""
+    """An LLM picks the useful relations among the candidates, and its pick joins the graph ranking as one
+    more ranking in the fusion, with `weight` (each of the base's rankings weighs 1): a passage the LLM
+    chose rises, but a weak or random choice cannot push the best-ranked passages far down.
+
+    The candidates offered are the best by the base ranking, not only by similarity: the most similar
+    relation of each of its passages in its order (then the second of each, ...), at most `max_offered`
+    lines and `max_offered_chars` characters.
+    When the LLM fails or its answer names none of the offered relations, the ranking is exactly the
+    base's.
+    """
 
     llm: LLM
-    base: Ranker = field(default_factory=SimilarityRanker)
+    base: Ranker = field(default_factory=FusedRanker)
     prompt: PromptTemplate = field(default_factory=lambda: RERANK_PROMPT)
+    weight: float = 0.6
+    max_offered: int = 40
+    max_offered_chars: int = 6000
     name: str = "llm"
 
     @property
@@ -225,46 +302,59 @@ class LLMRanker:
         return self.base.needs_context
 
     def rank(self, task: RankTask) -> Ranking:
-        offered = self._offered(task)
-        return self._merge(task, llm_rerank(self.llm, self.prompt, task.query, offered, task.top_n), self.base.rank(task))
+        base = self.base.rank(task)
+        offered = self._offered(task, base)
+        return self._merge(task, llm_rerank(self.llm, self.prompt, task.query, offered, task.top_n), base)
 
     async def arank(self, task: RankTask) -> Ranking:
-        offered = await asyncio.to_thread(self._offered, task)
+        base = await arank(self.base, task)
+        offered = await asyncio.to_thread(self._offered, task, base)
         picked = await allm_rerank(self.llm, self.prompt, task.query, offered, task.top_n)
-        return self._merge(task, picked, await arank(self.base, task))
+        return self._merge(task, picked, base)
 
-    def _offered(self, task: RankTask) -> List[ScoredRelation]:
-        candidates = task.candidates()
-        texts = task.store.describe([r for r, _ in candidates])
-        return [
-            ScoredRelation(r, texts[r].subject, texts[r].predicate, texts[r].object, score)
-            for r, score in candidates
-            if r in texts
-        ]
+    def _offered(self, task: RankTask, base: Ranking) -> List[ScoredRelation]:
+        """Breadth first down the base ranking: the most similar candidate relation of each passage, in
+        the ranking's order, then the second of each, and so on, up to the caps."""
+        own = _own_relations(task)
+        rows = [own[pid] for pid, _ in base.passages if pid in own]
+        picked: Dict[int, float] = {}
+        for depth in range(max((len(r) for r in rows), default=0)):
+            for relations in rows:
+                if depth < len(relations) and len(picked) < self.max_offered:
+                    picked.setdefault(*relations[depth])
+        texts = task.store.describe(list(picked))
+        offered, chars = [], 0
+        for r, score in picked.items():
+            if r in texts:
+                relation = ScoredRelation(r, texts[r].subject, texts[r].predicate, texts[r].object, score)
+                chars += len(relation.text) + 8
+                if offered and chars > self.max_offered_chars:
+                    break
+                offered.append(relation)
+        return offered
 
     def _merge(self, task: RankTask, picked, base: Ranking) -> Ranking:
         if not picked.by_llm:
             return base
-        scored: Dict[str, float] = {}
-        via: Dict[str, List[Scored]] = {}
+        chosen: Dict[str, List[Scored]] = {}  # the LLM's passages, in its order
         for relation in picked.relations:
             for pid in task.neighbourhood.passages_of(relation.id):
-                via.setdefault(pid, []).append((relation.id, relation.score))
-                scored.setdefault(pid, relation.score)
-        for pid, score in base.passages:
-            if pid not in scored:
-                scored[pid] = score
-                via[pid] = base.via.get(pid, [])
-        chosen = [(r.id, r.score) for r in picked.relations]
-        return Ranking(self.name, list(scored.items()), via, chosen, picked.thought_process)
+                chosen.setdefault(pid, []).append((relation.id, relation.score))
+        parts = base.parts or [([pid for pid, _ in base.passages], 1.0)]
+        fused = fuse([*parts, (list(chosen), self.weight)], base.k)
+        via = {pid: chosen.get(pid) or base.via.get(pid, []) for pid, _ in fused}
+        picks = [(r.id, r.score) for r in picked.relations]
+        return Ranking(self.name, fused, via, picks, picked.thought_process)
 
 
 def ranker_named(name: str, graph_weight: float = 0.3, synonyms: bool = True) -> Ranker:
-    """The ranker a string names: "chain", "ppr" or "similarity"."""
+    """The ranker a string names: "fused" (PPR and chain), "chain", "ppr" or "similarity"."""
+    if name == "fused":
+        return FusedRanker((PPRRanker(), ChainRanker(graph_weight=graph_weight, synonyms=synonyms)))
     if name == "chain":
         return ChainRanker(graph_weight=graph_weight, synonyms=synonyms)
     if name == "ppr":
         return PPRRanker()
     if name == "similarity":
         return SimilarityRanker()
-    raise ValueError(f"reranker must be one of chain, ppr, similarity, or a Ranker; got {name!r}")
+    raise ValueError(f"reranker must be one of fused, chain, ppr, similarity, or a Ranker; got {name!r}")

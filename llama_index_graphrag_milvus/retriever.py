@@ -24,7 +24,8 @@ from llama_index_graphrag_milvus.events import (
     GraphRAGRerankEvent,
 )
 from llama_index_graphrag_milvus.extract import exclude_from_content
-from llama_index_graphrag_milvus.mentions import allm_mentions, known_names, llm_mentions
+from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, resolve_llm
+from llama_index_graphrag_milvus.mentions import MAX_MENTIONS, allm_mentions, known_names, llm_mentions
 from llama_index_graphrag_milvus.prompts import NER_PROMPT, RERANK_PROMPT
 from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
 from llama_index_graphrag_milvus.schema import Candidate, Retrieval, ScoredRelation, Triplet
@@ -47,21 +48,24 @@ class GraphRAGRetriever(BaseRetriever):
        entities to each; the relations and the passages nearest to the whole question.
     2. Expansion of these seeds over the adjacency (`store.expand`): never through hub entities, every
        step cut to the relations most similar to the question.
-    3. A ranker (`ranking.py`) orders the passages; with `llm`, the LLM's chosen relations come first.
+    3. A ranker (`ranking.py`) orders the passages: by default the fusion of HippoRAG 2's PageRank and
+       the chain ranking; with `llm`, the relations the LLM picks among the best candidates lift their
+       passages within that ranking.
     4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
        it in `metadata["graphrag_relations"]`.
 
     Args:
         store: The store ingested by `GraphRAGTransform`.
-        llm: For NER and rerank. None (the default) retrieves with no LLM call at all.
+        llm: For NER and rerank (2 LLM calls a question). By default `Settings.llm` when it is set, else
+            OpenAI when OPENAI_API_KEY is set, else none; `llm=None` retrieves with no LLM call at all.
         similarity_top_k: Passages returned.
         entity_top_k: Entities found per mention.
         relation_top_k: Relations found for the question.
         expansion_degree: Degrees of expansion (1 or 2 is enough).
         max_candidate_relations: Cap on the candidates (and on each hop's frontier), by similarity.
-        rerank_top_n: Relations the LLM keeps; relations listed as the chain followed.
-        reranker: "chain", "ppr", "similarity" or a `Ranker` object. Without `llm` it orders the passages
-            (default "chain"); with `llm`, it fills the list after the LLM's choice (default "similarity").
+        rerank_top_n: Relations the LLM is asked to choose at most; relations listed as the chain followed.
+        reranker: "fused" (the default), "chain", "ppr", "similarity" or a `Ranker` object: the ranking of
+            the passages, which an `llm`'s choice then lifts passages within.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
         graph_weight: Weight of the chain score against dense similarity ("chain").
         hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20)
@@ -73,7 +77,7 @@ class GraphRAGRetriever(BaseRetriever):
     def __init__(
         self,
         store: MilvusGraphStore,
-        llm: Optional[LLM] = None,
+        llm: LLMType = DEFAULT,
         similarity_top_k: int = 2,
         entity_top_k: int = 3,
         relation_top_k: int = 5,
@@ -95,8 +99,8 @@ class GraphRAGRetriever(BaseRetriever):
             1, similarity_top_k=similarity_top_k, entity_top_k=entity_top_k, relation_top_k=relation_top_k,
             max_candidate_relations=max_candidate_relations, rerank_top_n=rerank_top_n,
         )
-        if reranker is None:
-            reranker = "chain" if llm is None else "similarity"
+        llm = resolve_llm(llm)
+        reranker = "fused" if reranker is None else reranker
         base = ranker_named(reranker, graph_weight, use_synonyms) if isinstance(reranker, str) else reranker
         self.store, self.llm = store, llm
         self.similarity_top_k, self.entity_top_k, self.relation_top_k = similarity_top_k, entity_top_k, relation_top_k
@@ -170,20 +174,19 @@ class GraphRAGRetriever(BaseRetriever):
     def _entity_search(self, run: Retrieval) -> None:
         """The entities the question names (LLM NER or known names), and the nearest entities to each."""
         start = time.perf_counter()
-        if self.llm is not None:
-            run.mentions = llm_mentions(self.llm, self.ner_prompt, run.query, self.store.has_entities)
-        else:
-            run.mentions = known_names(run.query, self.store.has_entities)
+        run.mentions = known_names(run.query, self.store.has_entities)
+        if self.llm is not None:  # the LLM's names first; the known names it missed cost nothing
+            run.mentions = _merged(llm_mentions(self.llm, self.ner_prompt, run.query, self.store.has_entities), run.mentions)
         vectors = self.store.embed_model.get_text_embedding_batch(run.mentions) if run.mentions else []
         self._search_entities(run, vectors, start)
 
     @dispatcher.span
     async def _aentity_search(self, run: Retrieval) -> None:
         start = time.perf_counter()
+        run.mentions = await asyncio.to_thread(known_names, run.query, self.store.has_entities)
         if self.llm is not None:
-            run.mentions = await allm_mentions(self.llm, self.ner_prompt, run.query, self.store.has_entities)
-        else:
-            run.mentions = await asyncio.to_thread(known_names, run.query, self.store.has_entities)
+            named = await allm_mentions(self.llm, self.ner_prompt, run.query, self.store.has_entities)
+            run.mentions = _merged(named, run.mentions)
         vectors = await self.store.embed_model.aget_text_embedding_batch(run.mentions) if run.mentions else []
         await asyncio.to_thread(self._search_entities, run, vectors, start)
 
@@ -244,7 +247,8 @@ class GraphRAGRetriever(BaseRetriever):
         )
         run.reached = hood.reached
         run.candidates = [
-            Candidate(r, s, hood.passages_of(r)) for r, s in zip(hood.relation_ids(), hood.similarities.tolist())
+            Candidate(r, s, passages)
+            for r, s, passages in zip(hood.relation_ids(), hood.similarities.tolist(), hood.candidate_passages)
         ]
         dispatcher.event(
             GraphRAGExpansionEvent(
@@ -300,6 +304,12 @@ class GraphRAGRetriever(BaseRetriever):
 _Texts = Dict[int, Triplet]
 #: A ranking and the texts of the relations it shows.
 _Ranked = Tuple[Ranking, _Texts]
+
+
+def _merged(first: List[str], then: List[str]) -> List[str]:
+    """`first`, then the names of `then` not in it (case-insensitively)."""
+    seen = {name.lower() for name in first}
+    return (first + [name for name in then if name.lower() not in seen])[:MAX_MENTIONS]
 
 
 def _at_least(minimum: int, **values: int) -> None:

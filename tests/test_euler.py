@@ -45,7 +45,7 @@ def test_passages_come_back_as_the_ingested_nodes_with_their_relations(make_stor
         "leonhard Euler —[studied under]→ Johann Bernoulli",
         "Daniel Bernoulli —[son of]→ Johann Bernoulli",
     ]
-    assert len(run.chosen) == 3  # rerank_top_n: the third is the most similar remaining candidate
+    assert len(run.chosen) == 2  # exactly the LLM's picks, nothing filled in
     euler, daniel = run.nodes
     assert euler.node.ref_doc_id == "euler" and daniel.node.ref_doc_id == ANSWER_DOC_ID
     assert daniel.node.text.startswith("Daniel Bernoulli (1700-1782) was the son of Johann Bernoulli.")

@@ -59,7 +59,7 @@ def test_explain_holds_every_step_with_the_relations_texts(store):
 
     assert isinstance(explanation, Explanation)
     assert explanation.mentions == ["euler"] and explanation.seed_entities
-    assert explanation.reranker == "chain" and not explanation.by_llm and explanation.thought_process is None
+    assert explanation.reranker == "fused" and not explanation.by_llm and explanation.thought_process is None
     # the retriever leaves the texts of candidates out without an LLM; the explanation fills them in
     assert explanation.candidates and all(r.predicate for r in explanation.candidates)
     assert all(r.predicate for r in explanation.seed_relations)
@@ -79,7 +79,7 @@ def test_it_prints_one_section_per_step(store):
     text = str(explanation)
 
     sections = ["Question:", "Mentions:", "Seed entities", "Seed relations", "Candidates after expansion",
-                "Chosen by the graph rerank, chain", "Passages (2), each with the relations behind it (via):"]
+                "Chosen by the graph rerank, fused", "Passages (2), each with the relations behind it (via):"]
     positions = [text.index(s) for s in sections]
     assert positions == sorted(positions)
     for relation in explanation.chosen:
@@ -100,7 +100,7 @@ def test_with_an_llm_it_shows_the_chosen_relations_and_the_reasoning(store):
 
     assert explanation.by_llm and explanation.thought_process == "follow the chain"
     text = str(explanation)
-    assert "Chosen by the LLM rerank (3):" in text
+    assert "Chosen by the LLM rerank (2):" in text
     assert "  1. leonhard Euler —[studied under]→ Johann Bernoulli" in text
     assert "  2. Daniel Bernoulli —[son of]→ Johann Bernoulli" in text
     assert "Reasoning:\n  follow the chain" in text

@@ -101,7 +101,7 @@ def test_one_retrieval_sends_one_event_per_step_in_order(store, handlers):
     assert "euler" in entity.mentions and entity.entities and not entity.by_llm
     assert len(relation.relation_ids) == len(relation.scores) == retriever.relation_top_k
     assert dense.passage_ids and expansion.candidates > 0 and expansion.reached > 0
-    assert rerank.reranker == "chain" and rerank.thought_process is None
+    assert rerank.reranker == "fused" and rerank.thought_process is None
     check_spans(spans, events, SYNC_SPANS)
     run = retriever.trace(EULER_QUESTION)
     assert rerank.chosen == [str(r) for r in run.chosen] and rerank.chosen

@@ -7,9 +7,17 @@ import pytest
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
 from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, bernoulli_documents
-from llama_index_graphrag_milvus.ranking import ChainRanker, LLMRanker, Ranking, RankTask, SimilarityRanker
+from llama_index_graphrag_milvus.ranking import (
+    ChainRanker,
+    FusedRanker,
+    LLMRanker,
+    PPRRanker,
+    Ranking,
+    RankTask,
+    SimilarityRanker,
+)
 
-from conftest import ScriptedLLM, graph_llm
+from conftest import ScriptedLLM, graph_llm, offered_lines
 
 
 @pytest.fixture
@@ -43,11 +51,13 @@ def test_a_users_ranker_orders_the_passages(store):
 
 
 def test_strings_name_the_built_in_rankers_and_a_wrong_name_says_which_exist(store):
-    assert isinstance(GraphRAGRetriever(store=store).ranker, ChainRanker)
+    fused = GraphRAGRetriever(store=store).ranker
+    assert isinstance(fused, FusedRanker) and [type(r) for r in fused.rankers] == [PPRRanker, ChainRanker]
     assert isinstance(GraphRAGRetriever(store=store, reranker="similarity").ranker, SimilarityRanker)
     llm_ranker = GraphRAGRetriever(store=store, llm=graph_llm([], []), reranker="chain").ranker
     assert isinstance(llm_ranker, LLMRanker) and isinstance(llm_ranker.base, ChainRanker)
-    with pytest.raises(ValueError, match="chain, ppr, similarity"):
+    assert isinstance(GraphRAGRetriever(store=store, llm=graph_llm([], [])).ranker.base, FusedRanker)
+    with pytest.raises(ValueError, match="fused, chain, ppr, similarity"):
         GraphRAGRetriever(store=store, reranker="pagerank")
 
 
@@ -63,14 +73,29 @@ def test_an_unusable_llm_answer_gives_exactly_the_graph_ranking(store, answer):
     assert with_llm.reranker == "chain"
 
 
-def test_the_llms_choice_comes_first_then_the_graph_ranking_fills(store):
+def test_the_llms_choice_lifts_its_passage_within_the_graph_ranking(store):
+    chain = GraphRAGRetriever(store=store, similarity_top_k=8, reranker="chain").trace(EULER_QUESTION)
+    assert ids(chain.nodes).index(ANSWER_DOC_ID) > 0, "the test needs the answer below the top without the LLM"
     llm = graph_llm(mentions=["Euler"], chosen=["son of"])
-    chain = GraphRAGRetriever(store=store, similarity_top_k=5, reranker="chain").trace(EULER_QUESTION)
-    run = GraphRAGRetriever(store=store, llm=llm, similarity_top_k=5, reranker="chain").trace(EULER_QUESTION)
+    run = GraphRAGRetriever(store=store, llm=llm, similarity_top_k=8, reranker="chain").trace(EULER_QUESTION)
     assert run.reranker == "llm" and run.thought_process == "follow the chain"
-    assert ids(run.nodes)[0] == ANSWER_DOC_ID
-    rest = [i for i in ids(chain.nodes) if i != ANSWER_DOC_ID]
-    assert ids(run.nodes)[1:] == rest[: len(run.nodes) - 1]
+    assert ids(run.nodes).index(ANSWER_DOC_ID) < ids(chain.nodes).index(ANSWER_DOC_ID)
+    # the passages the LLM did not choose keep the graph ranking's order
+    unchosen = [i for i in ids(run.nodes) if i != ANSWER_DOC_ID]
+    assert unchosen == [i for i in ids(chain.nodes) if i in unchosen]
+
+
+def test_the_llm_is_offered_the_best_relations_of_the_graph_ranking_one_per_passage(store):
+    llm = graph_llm(mentions=["Euler"], chosen=[])
+    retriever = GraphRAGRetriever(store=store, llm=llm, similarity_top_k=8)
+    retriever.ranker.max_offered = 4
+    retriever.trace(EULER_QUESTION)
+    base = GraphRAGRetriever(store=store, similarity_top_k=8).trace(EULER_QUESTION)
+    lines = offered_lines(llm.prompts[-1])
+    assert len(lines) == 4
+    # the first line is a relation of the graph ranking's top passage
+    top = {r.text for r in base.via[base.nodes[0].node.node_id]}
+    assert lines[0].split("] ", 1)[1] in top, (lines, top)
 
 
 def test_known_names_are_matched_without_an_adjacency_in_memory(make_store, tmp_path):

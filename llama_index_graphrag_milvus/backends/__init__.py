@@ -14,6 +14,7 @@ for the candidates and gets a `Neighbourhood` that the rankers read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, List, Protocol, Sequence
 
 import numpy as np
@@ -78,6 +79,13 @@ class Neighbourhood:
     def passages_of(self, relation_id: int) -> List[str]:
         """The passages stating a relation."""
         return self.cache.passages_of_relation(relation_id)
+
+    @cached_property
+    def candidate_passages(self) -> List[List[str]]:
+        """The passages stating each candidate, in the candidates' order (one gather for all)."""
+        block = self.graph.relation_passage[self.relations]
+        ids = self.passage_ids(block.indices)
+        return [ids[start:end] for start, end in zip(block.indptr[:-1].tolist(), block.indptr[1:].tolist())]
 
     def passage_positions(self, ids: Sequence[str]) -> np.ndarray:
         return _found(self.cache.passages.lookup(list(ids))) if len(ids) else np.zeros(0, dtype=np.int64)
