@@ -89,6 +89,7 @@ def run_benchmark(
     time_ingest: bool = False,
     prefix: str = "bench",
     progress: Optional[bool] = None,
+    scripted_llms: bool = False,
 ) -> Dict[str, Any]:
     """Ingest `data`, then measure dense retrieval and each Graph RAG configuration in `methods`
     (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (default:
@@ -99,7 +100,9 @@ def run_benchmark(
     passages are raw text and the graph comes from `extractor` (default: the transform's
     `CooccurrenceExtractor`). With `time_ingest`, the embedder is not cached during the ingest, and a
     plain dense ingest of the same passages (embed, write to Milvus) is timed first, in the same run,
-    for the ratio. Progress bars go to stderr when `progress` is True, or (None) when it is a terminal.
+    for the ratio. With `scripted_llms`, the default retriever is also measured with scripted LLMs
+    (`scripted.py`: an oracle, 3 random picks, garbage), and the ceiling of the LLM path is reported:
+    the share of gold passages that some candidate relation states. Progress bars go to stderr when `progress` is True, or (None) when it is a terminal.
     """
     from llama_index_graphrag_milvus import MilvusGraphStore
 
@@ -124,7 +127,11 @@ def run_benchmark(
         store.embed_model = cached
         counts = store.count()
         questions = _bar(progress, dataset.questions, desc="Embedding the questions", unit="question")
-        results = _measure(store, dataset, methods, [cached.get_query_embedding(q["question"]) for q in questions], progress)
+        vectors = [cached.get_query_embedding(q["question"]) for q in questions]
+        if scripted_llms:
+            methods = {**methods, **_scripted_methods(store, dataset)}
+        results = _measure(store, dataset, methods, vectors, progress)
+        ceiling = _ceiling(store, dataset, vectors) if scripted_llms else None
     finally:
         store.close()
     report = {
@@ -132,10 +139,65 @@ def run_benchmark(
         "counts": counts, "embed_model": embed_label or embed_model.model_name, "ingest_s": round(ingest_s, 2),
         **({"ingest": ingest} if ingest else {}), "graph_built_from": built,
         "extraction": extraction_stats(dataset.nodes, extractor if "given triplets" not in built else None),
-        **_compared(results, dataset), "configs": methods,
+        **({"ceiling": ceiling} if ceiling else {}),
+        **_compared(results, dataset), "configs": {name: _printable(kwargs) for name, kwargs in methods.items()},
     }
     _write(report, out, chart, log)
     return report
+
+
+def _stored_ids(dataset: Dataset) -> Dict[str, str]:
+    """The store's passage id of each corpus passage."""
+    return {n.node_id: passage_id(n.ref_doc_id or n.node_id, n.text) for n in dataset.nodes}
+
+
+def _gold_relations(store: Any, dataset: Dataset) -> Dict[str, List[int]]:
+    """For each question, the relations its gold passages state."""
+    stored = _stored_ids(dataset)
+    wanted = sorted({stored[g] for q in dataset.questions for g in q["gold_ids"] if g in stored})
+    rows = {row["id"]: row["relation_ids"] for row in store.collections.get("passages", wanted, ["id", "relation_ids"])}
+    return {
+        q["question"]: sorted({r for g in q["gold_ids"] for r in rows.get(stored.get(g, ""), [])})
+        for q in dataset.questions
+    }
+
+
+def _scripted_methods(store: Any, dataset: Dataset) -> Dict[str, Dict[str, Any]]:
+    """The default retriever with scripted LLMs (an oracle, 3 random picks, garbage)."""
+    from llama_index_graphrag_milvus.scripted import garbage_llm, oracle_llm, random_llm
+
+    gold = _gold_relations(store, dataset)
+    texts = store.describe(sorted({r for rs in gold.values() for r in rs}))
+    oracle = oracle_llm({q: {texts[r].text for r in rs if r in texts} for q, rs in gold.items()})
+    return {"llm_oracle": {"llm": oracle}, "llm_random3": {"llm": random_llm(3)}, "llm_garbage": {"llm": garbage_llm()}}
+
+
+def _ceiling(store: Any, dataset: Dataset, vectors: List[List[float]]) -> Dict[str, Any]:
+    """The room of the LLM path: the share of gold passages that some candidate relation of the default
+    retriever states (what a perfect pick among the candidates could bring to the top), and R@k if
+    those gold passages came first."""
+    from llama_index_graphrag_milvus import GraphRAGRetriever
+
+    retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None)
+    stored = _stored_ids(dataset)
+    shares, at_k = [], {k: [] for k in KS}
+    for question, vector in zip(dataset.questions, vectors):
+        run = retriever.trace(QueryBundle(query_str=question["question"], embedding=vector))
+        reached = {p for c in run.candidates for p in c.passage_ids}
+        gold = [g for g in question["gold_ids"]]
+        found = sum(stored.get(g) in reached for g in gold)
+        shares.append(found / len(gold))
+        for k in KS:
+            at_k[k].append(min(found, k) / len(gold))
+    return {
+        "gold_passages_among_candidates": round(float(np.mean(shares)), 4),
+        **{f"recall@{k}_if_perfect": round(float(np.mean(v)), 4) for k, v in at_k.items()},
+    }
+
+
+def _printable(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """A method's arguments as JSON can hold them (an LLM by its class name)."""
+    return {k: v if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__ for k, v in kwargs.items()}
 
 
 def _local_model(progress: Optional[bool]) -> BaseEmbedding:
@@ -264,7 +326,7 @@ def _measure(
         "dense": evaluate(dense, dataset.questions, vectors, progress="dense" if shown else None)
     }
     for name, kwargs in methods.items():
-        retriever = GraphRAGRetriever(store=store, **{"similarity_top_k": max(KS), **kwargs})
+        retriever = GraphRAGRetriever(store=store, **{"similarity_top_k": max(KS), "llm": None, **kwargs})
         retriever.retrieve(QueryBundle(query_str="warm up", embedding=vectors[0]))
         results[name] = evaluate(
             lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], dataset.questions, vectors,
@@ -281,6 +343,12 @@ def _compared(results: Dict[str, MethodResult], dataset: Dataset) -> Dict[str, A
             name: paired_difference(r.per_question, results["dense"].per_question)
             for name, r in results.items()
             if name != "dense"
+        },
+        # an LLM's effect is measured against the same retriever without it
+        "vs_graphrag": {
+            name: paired_difference(r.per_question, results["graphrag"].per_question)
+            for name, r in results.items()
+            if name.startswith("llm_") and "graphrag" in results
         },
         "per_question": {
             name: {f"recall@{k}": [round(s[k], 3) for s in r.per_question] for k in KS} for name, r in results.items()
@@ -299,7 +367,8 @@ def _write(report: Dict[str, Any], out: Path, chart: bool, log: Callable[[str], 
 
 
 DEFAULT_METHODS: Dict[str, Dict[str, Any]] = {
-    "graphrag": {},  # the default no-LLM retriever: chain rerank
+    "graphrag": {},  # the default no-LLM retriever: PPR and chain, fused
+    "graphrag_chain": {"reranker": "chain"},
     "graphrag_no_synonyms": {"use_synonyms": False},
     "graphrag_ppr": {"reranker": "ppr"},
     "graphrag_similarity": {"reranker": "similarity"},
@@ -328,6 +397,18 @@ def format_table(report: Dict[str, Any]) -> str:
                 for c in (d[f"recall@{k}"] for k in KS)
             ]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if report.get("vs_graphrag"):
+        lines += ["", "| vs graphrag without an LLM (95% CI; won/lost) | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
+        for name, d in report["vs_graphrag"].items():
+            cells = [
+                f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
+                for c in (d[f"recall@{k}"] for k in KS)
+            ]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if report.get("ceiling"):
+        c = report["ceiling"]
+        lines += ["", f"LLM ceiling: the candidates state {c['gold_passages_among_candidates']:.1%} of the gold passages; "
+                  + ", ".join(f"R@{k} {c[f'recall@{k}_if_perfect']:.3f}" for k in KS) + " if a perfect pick brought them first."]
     return "\n".join(lines)
 
 

@@ -195,6 +195,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         time_ingest=args.time_ingest,
         prefix=args.prefix,
         chart=not args.no_chart,
+        scripted_llms=args.scripted_llms,
     )
 
 
@@ -250,6 +251,10 @@ def parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--time-ingest", action="store_true", help="time the ingest uncached, against a plain dense ingest"
+    )
+    evaluate.add_argument(
+        "--scripted-llms", action="store_true",
+        help="also measure scripted LLMs (an oracle, 3 random picks, garbage) and the LLM path's ceiling",
     )
     return top
 
