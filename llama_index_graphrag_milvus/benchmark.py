@@ -129,7 +129,7 @@ def run_benchmark(
         questions = _bar(progress, dataset.questions, desc="Embedding the questions", unit="question")
         vectors = [cached.get_query_embedding(q["question"]) for q in questions]
         if scripted_llms:
-            methods = {**methods, **_scripted_methods(store, dataset)}
+            methods = {"graphrag": {}, **methods, **_scripted_methods(store, dataset)}  # LLMs vs no LLM
         results = _measure(store, dataset, methods, vectors, progress)
         ceiling = _ceiling(store, dataset, vectors) if scripted_llms else None
     finally:

@@ -15,7 +15,7 @@ from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_docum
 QUESTIONS = [EULER_QUESTION, "Who taught Leonhard Euler?", "What did Jakob Bernoulli discover?", "Where is Basel?"]
 
 
-@pytest.mark.parametrize("reranker", ["chain", "ppr", "similarity"])
+@pytest.mark.parametrize("reranker", ["fused", "chain", "ppr", "similarity"])
 def test_vector_cache_and_milvus_search_give_the_same_passages(make_store, tmp_path, reranker):
     cached = make_store(uri=str(tmp_path / "a.db"), vector_cache=True)
     direct = make_store(uri=str(tmp_path / "b.db"), vector_cache=False)
