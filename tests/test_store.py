@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
@@ -144,3 +145,20 @@ def test_names_with_quotes_backslashes_newlines_and_chinese_are_stored_and_found
     [hit] = GraphRAGRetriever(store=store, similarity_top_k=1).retrieve("周杰伦")
     assert hit.node.node_id == "weird"
     assert hit.node.text == weird.text
+
+
+def test_texts_embedded_shortest_first_come_back_in_their_order():
+    from llama_index_graphrag_milvus.rows import embed
+
+    texts = ["a much longer text with many words in it", "short", "mid length text", "x"]
+    calls = []
+
+    class Recording(HashEmbedding):
+        def _get_text_embeddings(self, batch):
+            calls.append(list(batch))
+            return super()._get_text_embeddings(batch)
+
+    model = Recording(dim=16)
+    matrix = embed(model, texts, 16, 2, "texts")
+    assert calls == [["x", "short"], ["mid length text", texts[0]]]  # batches of like lengths
+    assert np.allclose(matrix, np.asarray([HashEmbedding(dim=16).get_text_embedding(t) for t in texts]))
