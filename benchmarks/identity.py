@@ -49,11 +49,11 @@ def main() -> None:
     embed = CachedEmbedding(local_embed_model(), Path(".cache/graphrag-milvus") / "embeddings.sqlite")
     dataset = load_dataset(data)
     store = MilvusGraphStore(uri=f"/tmp/identity_{Path(out).stem}.db", embed_model=embed, collection_prefix="bench", overwrite=True)
-    GraphRAGTransform(store=store)(dataset.nodes)
+    GraphRAGTransform(store=store, llm=None)(dataset.nodes)
     vectors = [embed.get_query_embedding(q["question"]) for q in dataset.questions]
     found = {"dense": rankings(lambda b: [n.node.node_id for n in store.search_passages(b.embedding, 10)], dataset.questions, vectors)}
     for name, kwargs in METHODS.items():
-        retriever = GraphRAGRetriever(store=store, similarity_top_k=10, **kwargs)
+        retriever = GraphRAGRetriever(store=store, similarity_top_k=10, llm=None, **kwargs)
         retriever.retrieve(QueryBundle("warm up", embedding=vectors[0]))
         found[name] = rankings(lambda b, r=retriever: [h.node.node_id for h in r.retrieve(b)], dataset.questions, vectors)
     store.close()

@@ -81,11 +81,6 @@ def zscore(data: Data, q: Dict[str, Any], w: float = 0.5) -> Ranked:
     return top(s + w * g, data.passages)
 
 
-def promote_low(data: Data, q: Dict[str, Any], m: int = 2, w: float = 0.3) -> Ranked:
-    """The graph only raises passages below dense's top m."""
-    return chain_keep(data, q, m, w)
-
-
 def ppr(data: Data, q: Dict[str, Any]) -> Ranked:
     return q["ppr"]
 
@@ -98,7 +93,7 @@ def relsim(data: Data, q: Dict[str, Any], w: float = 0.3) -> Ranked:
     return top(s, data.passages)
 
 
-def ppr_local(data: Data, q: Dict[str, Any], facts: int = 5, pw: float = 0.05, damp: float = 0.5) -> Ranked:
+def ppr_local(data: Data, q: Dict[str, Any], facts: int = 5, pw: float = 0.05, damp: float = 0.5, seeds: float = 0.0) -> Ranked:
     """HippoRAG 2's PPR on the candidates' entity-passage subgraph (as `ranking.PPRRanker`)."""
     import scipy.sparse as sp
 
@@ -130,6 +125,10 @@ def ppr_local(data: Data, q: Dict[str, Any], facts: int = 5, pw: float = 0.05, d
             votes.setdefault(e, []).append(w)
     for e, ws in votes.items():
         r[eidx[e]] += np.mean(ws) / max(1, data.counts[e])
+    if seeds:  # the question's own entities, as HippoRAG 1 seeds them
+        for (_, _, score), e in zip(q["seed_entities"], q.get("seed_positions", [])):
+            if e in eidx:
+                r[eidx[e]] += seeds * max(score, 0.0) / max(1, data.counts[e])
     plist = list(pidx)
     dv = np.array([q["dense"][data.index[p]] for p in plist], dtype=float)
     r[E:] += ((dv - dv.min()) / (dv.max() - dv.min()) if dv.max() > dv.min() else np.ones_like(dv)) * pw
@@ -151,15 +150,9 @@ def fuse(rankings: List[Ranked], k: int, weights: Sequence[float] = ()) -> Ranke
     return sorted(score, key=lambda p: -score[p])
 
 
-def fused(data: Data, q: Dict[str, Any], k: int = 5, w: float = 0.3) -> Ranked:
+def fused(data: Data, q: Dict[str, Any], k: int = 5, w: float = 0.3, seeds: float = 0.0) -> Ranked:
     """The default: RRF of PPR and chain."""
-    return fuse([ppr_local(data, q), chain(data, q, w)], k)
-
-
-def bridge(data: Data, q: Dict[str, Any], w: float = 0.3, m: int = 5) -> Ranked:
-    """Dense + w × chain, but a passage's chain only counts when it shares a candidate relation's entity
-    with one of dense's top m passages (approximated by chain via)."""
-    return chain(data, q, w)
+    return fuse([ppr_local(data, q, seeds=seeds), chain(data, q, w)], k)
 
 
 # cross-validation --------------------------------------------------------------------------------
@@ -252,7 +245,7 @@ def with_llm(data: Data, llm: str, w: float, k: int = 5, n: int = 40, seed: int 
 
 
 def llm_simulation(data: Data) -> None:
-    print(f"LLM simulation (offered 40, breadth first), Δ vs no LLM at R@2/5/10; random = mean of 4 seeds")
+    print("LLM simulation (offered 40, breadth first), Δ vs no LLM at R@2/5/10; random = mean of 4 seeds")
     for label, w, k, front in [("front (old)", 0, 5, True)] + [(f"w={w} k={k}", w, k, False) for k in (5, 10) for w in (0.5, 0.6, 0.75, 1.0)]:
         base = with_llm(data, "none", 0, k)
         oracle = with_llm(data, "oracle", w, k, front=front).mean(0) - base.mean(0)

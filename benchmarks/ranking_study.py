@@ -53,6 +53,7 @@ class Recorder:
             "relation_passages": dict(zip(hood.passage_ids(sim_positions), sim_scores.tolist())),
             "ppr": [p for p, _ in PPRRanker().rank(task).passages],
             "seed_entities": [(e.id, e.name, float(e.score)) for e in task.seed_entities],
+            "seed_positions": hood.cache.entities.lookup(np.asarray([e.id for e in task.seed_entities], dtype=np.int64)).tolist(),
             "seed_relations": list(task.seed_relations),
         }
         return ChainRanker().rank(task)
@@ -81,9 +82,9 @@ def main(argv: List[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     store = MilvusGraphStore(uri=str(out.with_suffix(".db")), embed_model=embed, collection_prefix="study", overwrite=True, snapshot=False)
     try:
-        GraphRAGTransform(store=store)(dataset.nodes)
+        GraphRAGTransform(store=store, llm=None)(dataset.nodes)
         recorder = Recorder()
-        retriever = GraphRAGRetriever(store=store, similarity_top_k=10, reranker=recorder)
+        retriever = GraphRAGRetriever(store=store, similarity_top_k=10, reranker=recorder, llm=None)
         all_ids = [n.node_id for n in dataset.nodes]
         stored = [passage_id(n.ref_doc_id or n.node_id, n.text) for n in dataset.nodes]
         corpus = dict(zip(stored, all_ids))  # the store's passage ids -> the corpus ids

@@ -135,7 +135,7 @@ def ingest_ratio(dataset: str = "hotpotqa", n: int = 300, config: str = "one_per
     store = MilvusGraphStore(uri=str(CACHE / "ratio_graph.db"), embed_model=model, collection_prefix="ratio",
                              overwrite=True)
     start = time.perf_counter()
-    GraphRAGTransform(store=store, extractor=CooccurrenceExtractor(**GRID[config]))(nodes)
+    GraphRAGTransform(store=store, llm=None, extractor=CooccurrenceExtractor(**GRID[config]))(nodes)
     graph = time.perf_counter() - start
     counts = store.count()
     store.close()

@@ -208,30 +208,18 @@ class Subgraph:
         return slice(0, e), slice(e, e + r), slice(e + r, e + r + len(self.passages))
 
 
-def local_subgraph(
-    graph: Graph, relations: np.ndarray, relation_weights: np.ndarray, passages: Sequence[int] = ()
-) -> Subgraph:
-    """The subgraph around candidate `relations`: their entities, themselves and their passages (plus the
-    given `passages`). Each relation's edges carry its weight (e.g. its similarity to the question), so
-    a walk prefers relevant relations. Its size follows the candidates."""
-    relations = np.asarray(relations, dtype=np.int64)
-    entities = graph.entities_of_relations(relations)
-    passages = union(unique(neighbours(graph.relation_passage, relations)), np.asarray(passages, dtype=np.int64))
-    weights = sp.diags(np.asarray(relation_weights, dtype=np.float64))
-    er = graph.entity_relation[entities][:, relations] @ weights
-    rp = weights @ graph.relation_passage[relations][:, passages]
-    adjacency = sp.bmat([[None, er, None], [er.T, None, rp], [None, rp.T, None]], format="csr")
-    return Subgraph(adjacency.astype(np.float64), entities, relations, passages)
-
-
 def entity_passage_subgraph(graph: Graph, relations: np.ndarray) -> Subgraph:
     """HippoRAG 2's graph, around candidate `relations`: their entities and their passages, an entity linked
     to a passage when the passage states a candidate relation of that entity (no relation nodes, so one
-    hop is one step). Its size follows the candidates."""
+    hop is one step). Only the candidates' rows are read: its cost follows the candidates, whatever the
+    degree of their entities."""
     relations = np.asarray(relations, dtype=np.int64)
-    entities = graph.entities_of_relations(relations)
-    passages = unique(neighbours(graph.relation_passage, relations))
-    ep = (graph.entity_relation[entities][:, relations] @ graph.relation_passage[relations][:, passages]).tocsr()
+    re = graph.relation_entity[relations]  # C×E, the candidates' rows only
+    rp = graph.relation_passage[relations]  # C×P
+    entities, passages = unique(re.indices), unique(rp.indices)
+    re = sp.csr_matrix((np.ones(re.nnz), np.searchsorted(entities, re.indices), re.indptr), shape=(len(relations), len(entities)))
+    rp = sp.csr_matrix((np.ones(rp.nnz), np.searchsorted(passages, rp.indices), rp.indptr), shape=(len(relations), len(passages)))
+    ep = (re.T @ rp).tocsr()
     ep.data[:] = 1.0
     adjacency = sp.bmat([[None, ep], [ep.T, None]], format="csr")
     return Subgraph(adjacency.astype(np.float64), entities, np.zeros(0, dtype=np.int64), passages)

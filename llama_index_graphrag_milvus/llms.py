@@ -54,7 +54,7 @@ def _settings_llm() -> Optional[LLM]:
     if Settings._llm is None and not os.environ.get("OPENAI_API_KEY"):
         return None  # Settings.llm would build OpenAI with no key: no LLM instead
     llm = Settings.llm
-    return None if isinstance(llm, MockLLM) else llm
+    return None if type(llm) is MockLLM else llm  # what `Settings.llm = None` makes; not its subclasses
 
 
 def _not_an_llm(value: object) -> str:

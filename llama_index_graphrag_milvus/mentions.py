@@ -78,26 +78,26 @@ def read_mentions(answer: Any) -> List[str]:
     return list(dict.fromkeys(m.strip() for m in mentions if m.strip()))[:MAX_MENTIONS]
 
 
-def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str, is_known: IsKnown) -> List[str]:
-    """The entities an LLM names in `query`; known names when its answer is unusable."""
+def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> List[str]:
+    """The entities an LLM names in `query`; none when its answer is unusable (with a warning)."""
     answer: Optional[str] = None
     try:
         answer = llm.predict(prompt, query_str=query)
         return read_mentions(answer)
     except Exception as exc:
-        return _fallback(query, exc, answer, is_known)
+        return _fallback(exc, answer)
 
 
-async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str, is_known: IsKnown) -> List[str]:
+async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> List[str]:
     """Async `llm_mentions`."""
     answer: Optional[str] = None
     try:
         answer = await llm.apredict(prompt, query_str=query)
         return read_mentions(answer)
     except Exception as exc:
-        return _fallback(query, exc, answer, is_known)
+        return _fallback(exc, answer)
 
 
-def _fallback(query: str, exc: Exception, answer: Any, is_known: IsKnown) -> List[str]:
-    logger.warning("LLM NER unusable (%s); matching known entity names instead. Answer: %.300r", exc, answer)
-    return known_names(query, is_known)
+def _fallback(exc: Exception, answer: Any) -> List[str]:
+    logger.warning("LLM NER unusable (%s); the known entity names in the question stand. Answer: %.300r", exc, answer)
+    return []

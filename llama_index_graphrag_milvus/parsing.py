@@ -19,19 +19,19 @@ _ID = re.compile(r"^\s*(?:\[\s*([0-9]{1,9})\s*\]|([0-9]{1,9})\s*$)")  # "[3] tex
 def parse_json_object(text: str) -> Dict[str, Any]:
     """The JSON object an LLM answered: alone, in a markdown fence, or with prose around it.
 
-    A fence's content is read instead of the whole text. An answer that is a JSON value alone must be an
-    object; otherwise the first `{` that starts a JSON object is read. Raises `ValueError`."""
+    The answer alone, then each fence's content, is read as JSON; a JSON value read so must be an
+    object. Otherwise the first `{` of the answer that starts a JSON object is read. Raises `ValueError`."""
     if not isinstance(text, str):
         raise ValueError(f"expected text, got {type(text).__name__}")
-    fenced = _FENCE.search(text)
-    body = (fenced.group(1) if fenced else text).strip()
-    try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
-        value = _first_object(body)
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-    return value
+    for body in (text, *_FENCE.findall(text)):  # the answer alone, then each fence's content
+        try:
+            value = json.loads(body.strip())
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        return value
+    return _first_object(text)
 
 
 def _first_object(text: str) -> Dict[str, Any]:

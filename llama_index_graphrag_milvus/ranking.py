@@ -39,6 +39,9 @@ from llama_index_graphrag_milvus.schema import ScoredEntity, ScoredRelation
 if TYPE_CHECKING:
     from llama_index_graphrag_milvus.store import MilvusGraphStore
 
+#: Characters of a subject, predicate or object shown to the LLM (a name from ingested text can be long).
+MAX_NAME = 100
+
 #: A relation as a ranking names it: (relation id, score).
 Scored = Tuple[int, float]
 
@@ -54,13 +57,23 @@ class RankTask:
     seed_entities: List[ScoredEntity]
     seed_relations: List[Scored]
     top_n: int  # relations to name as chosen
-    dense_seed_k: int  # top dense passages that count as seeds
+    dense_seed_k: int  # top dense passages whose relations joined the candidates
     store: "MilvusGraphStore"
+    _cosines: Dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def candidates(self) -> List[Scored]:
         """The candidates as (relation id, cosine), best first."""
         hood = self.neighbourhood
         return list(zip(hood.relation_ids(), hood.similarities.tolist()))
+
+    def passage_cosines(self, passage_ids: Sequence[str]) -> Dict[str, float]:
+        """The question's cosine to each passage (dense retrieval's, else asked once per retrieval)."""
+        if not self._cosines:
+            self._cosines.update(self.dense)
+        missing = [p for p in passage_ids if p not in self._cosines]
+        if missing:
+            self._cosines.update(self.store.passage_similarities(self.vector, missing))
+        return {p: self._cosines[p] for p in passage_ids if p in self._cosines}
 
 
 @dataclass
@@ -123,13 +136,12 @@ class ChainRanker:
     needs_context: bool = True
 
     def rank(self, task: RankTask) -> Ranking:
-        hood, store = task.neighbourhood, task.store
+        hood = task.neighbourhood
         candidates = task.candidates()
         chain, best = chain_scores(hood.graph, hood.relations, hood.similarities, hood.hub_passages, synonyms=self.synonyms)
         passages, scores, via = passage_scores(hood.graph, hood.relations, chain)
         pids = hood.passage_ids(passages)
-        dense = dict(task.dense)
-        dense.update(store.passage_similarities(task.vector, [p for p in pids if p not in dense]))
+        dense = task.passage_cosines([*pids, *(p for p, _ in task.dense)])
         total = {pid: dense.get(pid, 0.0) for pid, _ in task.dense}
         chains: Dict[str, List[Scored]] = {}  # the chain that reached each passage, from the question's side
         for pid, score, i in zip(pids, scores.tolist(), via.tolist()):
@@ -165,7 +177,7 @@ class PPRRanker:
         if not candidates:
             return Ranking(self.name, list(task.dense), via, [])
         sub = entity_passage_subgraph(hood.graph, hood.relations)
-        entities, passages = sub.slices()[0], slice(len(sub.entities), len(sub.entities) + len(sub.passages))
+        passages = slice(len(sub.entities), len(sub.entities) + len(sub.passages))
         restart = np.zeros(sub.adjacency.shape[0])
         top = np.argsort(-hood.similarities, kind="stable")[: self.facts]
         weights = _min_max(hood.similarities[top])
@@ -177,7 +189,7 @@ class PPRRanker:
         for i, ws in votes.items():
             restart[i] = float(np.mean(ws)) * specificity(hood.graph, sub.entities[i : i + 1])[0]
         pids = hood.passage_ids(sub.passages)
-        cosines = task.store.passage_similarities(task.vector, pids)
+        cosines = task.passage_cosines(pids)
         restart[passages] = _min_max(np.array([cosines.get(p, 0.0) for p in pids])) * self.passage_weight
         rank = personalized_pagerank(sub.adjacency, restart, damping=self.damping)[passages]
         ranking = [(pids[i], float(rank[i])) for i in np.argsort(-rank, kind="stable")]
@@ -202,6 +214,12 @@ class FusedRanker:
     weights: Optional[Sequence[float]] = None
     k: int = 5
     name: str = "fused"
+
+    def __post_init__(self) -> None:
+        if not self.rankers:
+            raise ValueError("FusedRanker needs at least one ranker")
+        if self.weights is not None and len(self.weights) != len(self.rankers):
+            raise ValueError(f"FusedRanker: {len(self.weights)} weights for {len(self.rankers)} rankers; give one each")
 
     @property
     def needs_context(self) -> bool:
@@ -279,7 +297,7 @@ class SimilarityRanker:
 @dataclass
 class LLMRanker:
     """An LLM picks the useful relations among the candidates, and its pick joins the graph ranking as one
-    more ranking in the fusion, with `weight` (each of the base's rankings weighs 1): a passage the LLM
+    more ranking in the fusion, with `weight` (against the base's own weights: 1 each by default): a passage the LLM
     chose rises, but a weak or random choice cannot push the best-ranked passages far down.
 
     The candidates offered are the best by the base ranking, not only by similarity: the most similar
@@ -326,7 +344,8 @@ class LLMRanker:
         offered, chars = [], 0
         for r, score in picked.items():
             if r in texts:
-                relation = ScoredRelation(r, texts[r].subject, texts[r].predicate, texts[r].object, score)
+                t = texts[r]
+                relation = ScoredRelation(r, t.subject[:MAX_NAME], t.predicate[:MAX_NAME], t.object[:MAX_NAME], score)
                 chars += len(relation.text) + 8
                 if offered and chars > self.max_offered_chars:
                     break
@@ -336,9 +355,10 @@ class LLMRanker:
     def _merge(self, task: RankTask, picked, base: Ranking) -> Ranking:
         if not picked.by_llm:
             return base
+        passages_of = dict(zip(task.neighbourhood.relation_ids(), task.neighbourhood.candidate_passages))
         chosen: Dict[str, List[Scored]] = {}  # the LLM's passages, in its order
-        for relation in picked.relations:
-            for pid in task.neighbourhood.passages_of(relation.id):
+        for relation in picked.relations:  # picks are offered candidates
+            for pid in passages_of.get(relation.id, []):
                 chosen.setdefault(pid, []).append((relation.id, relation.score))
         parts = base.parts or [([pid for pid, _ in base.passages], 1.0)]
         fused = fuse([*parts, (list(chosen), self.weight)], base.k)

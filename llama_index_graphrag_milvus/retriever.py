@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -176,7 +175,7 @@ class GraphRAGRetriever(BaseRetriever):
         start = time.perf_counter()
         run.mentions = known_names(run.query, self.store.has_entities)
         if self.llm is not None:  # the LLM's names first; the known names it missed cost nothing
-            run.mentions = _merged(llm_mentions(self.llm, self.ner_prompt, run.query, self.store.has_entities), run.mentions)
+            run.mentions = _merged(llm_mentions(self.llm, self.ner_prompt, run.query), run.mentions)
         vectors = self.store.embed_model.get_text_embedding_batch(run.mentions) if run.mentions else []
         self._search_entities(run, vectors, start)
 
@@ -185,7 +184,7 @@ class GraphRAGRetriever(BaseRetriever):
         start = time.perf_counter()
         run.mentions = await asyncio.to_thread(known_names, run.query, self.store.has_entities)
         if self.llm is not None:
-            named = await allm_mentions(self.llm, self.ner_prompt, run.query, self.store.has_entities)
+            named = await allm_mentions(self.llm, self.ner_prompt, run.query)
             run.mentions = _merged(named, run.mentions)
         vectors = await self.store.embed_model.aget_text_embedding_batch(run.mentions) if run.mentions else []
         await asyncio.to_thread(self._search_entities, run, vectors, start)

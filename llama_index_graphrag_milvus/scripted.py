@@ -18,9 +18,6 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 
-#: A rerank script: (question, offered [(id, text)]) -> the ids chosen.
-Choose = Callable[[str, List[Tuple[int, str]]], List[int]]
-
 _LINE = re.compile(r"^\[(\d+)\] (.*)$", re.M)
 _QUESTION = re.compile(r"^Question: (.*)$", re.M)
 
@@ -33,11 +30,11 @@ def read_rerank_prompt(prompt: str) -> Tuple[str, List[Tuple[int, str]]]:
 
 
 class ScriptedLLM(CustomLLM):
-    """Answers rerank prompts with `choose`; NER prompts with no names; anything else with `fallback`."""
+    """Answers rerank prompts with `choose(question, offered [(id, text)]) -> ids` (None: `fallback`);
+    NER prompts with no names; anything else with `fallback`."""
 
     choose: Callable[..., Any]
     fallback: str = "I cannot answer that."
-    calls: int = 0
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -45,7 +42,6 @@ class ScriptedLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        self.calls += 1
         if '"named_entities"' in prompt:
             return CompletionResponse(text=json.dumps({"named_entities": []}))
         if '"useful_relationships"' in prompt:
@@ -65,6 +61,7 @@ class ScriptedLLM(CustomLLM):
 
 
 def normalized(text: str) -> str:
+    """Lower case, whitespace collapsed: how the oracle compares relation texts."""
     return " ".join(text.lower().split())
 
 

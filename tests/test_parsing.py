@@ -179,3 +179,8 @@ def test_ner_answers_keep_only_their_strings():
 def test_ner_answers_without_a_named_entities_list_are_rejected(answer):
     with pytest.raises(ValueError):
         read_mentions(answer)
+
+
+def test_a_fence_inside_a_json_string_or_before_the_json_does_not_hide_it():
+    assert parse_json_object('{"thought_process": "see ```x```", "ids": [1]}')["ids"] == [1]
+    assert parse_json_object('Like this:\n```python\nprint(1)\n```\nAnswer: {"ids": [2]}')["ids"] == [2]

@@ -104,3 +104,10 @@ def test_known_names_are_matched_without_an_adjacency_in_memory(make_store, tmp_
     assert store.match_entities("Did Euler study at the University of Basel?") == ["euler", "university of basel"]
     run = GraphRAGRetriever(store=store).trace(EULER_QUESTION)
     assert run.mentions == ["euler"] and run.seed_entities
+
+
+def test_a_fusion_needs_rankers_and_one_weight_each():
+    with pytest.raises(ValueError, match="at least one ranker"):
+        FusedRanker(rankers=())
+    with pytest.raises(ValueError, match="1 weights for 2 rankers"):
+        FusedRanker(weights=[1.0])

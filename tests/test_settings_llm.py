@@ -156,3 +156,29 @@ def test_a_model_name_or_a_class_is_refused_with_the_fix(make_store):
         GraphRAGTransform(store=store, llm="gpt-4o")
     with pytest.raises(TypeError, match="pass an LLM object"):
         GraphRAGIndex(store=store, llm="gpt-4o")
+
+
+def test_a_users_mockllm_subclass_set_as_settings_llm_is_used():
+    from llama_index.core.llms import MockLLM
+
+    class Scripted(MockLLM):
+        pass
+
+    llm = Scripted()
+    Settings.llm = llm
+    assert resolve_llm() is llm
+
+
+def test_the_benchmark_never_calls_an_llm_even_with_a_key_set(monkeypatch, tmp_path):
+    from llama_index_graphrag_milvus.benchmark import run_benchmark
+    from llama_index_graphrag_milvus.embeddings import HashEmbedding
+
+    from test_retrieval_modes import write_musique_like
+
+    Settings._llm = None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")  # OpenAI would be built, and fail to connect
+    write_musique_like(tmp_path)
+    (tmp_path / "triples.jsonl").unlink()  # raw text: the ingest extracts triplets
+    report = run_benchmark(tmp_path, tmp_path / "r.json", methods={"graphrag": {}}, embed_model=HashEmbedding(dim=64),
+                           cache_dir=tmp_path / "cache", log=lambda s: None, chart=False)
+    assert "CooccurrenceExtractor" in report["graph_built_from"]

@@ -87,12 +87,6 @@ class Neighbourhood:
         ids = self.passage_ids(block.indices)
         return [ids[start:end] for start, end in zip(block.indptr[:-1].tolist(), block.indptr[1:].tolist())]
 
-    def passage_positions(self, ids: Sequence[str]) -> np.ndarray:
-        return _found(self.cache.passages.lookup(list(ids))) if len(ids) else np.zeros(0, dtype=np.int64)
-
-
-def _found(positions: np.ndarray) -> np.ndarray:
-    return positions[positions >= 0]
 
 
 def hub_passages(graph: Graph, fraction: float) -> float:
