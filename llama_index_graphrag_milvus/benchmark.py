@@ -398,22 +398,16 @@ def format_table(report: Dict[str, Any]) -> str:
             f"| {name} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
             f"| {m['p50_ms']} | {m['p95_ms']} |"
         )
-    if report.get("vs_dense"):
-        lines += ["", "| vs dense (95% bootstrap CI; won/lost) | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
-        for name, d in report["vs_dense"].items():
-            cells = [
-                f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
-                for c in (d[f"recall@{k}"] for k in KS)
-            ]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    if report.get("vs_graphrag"):
-        lines += ["", "| vs graphrag without an LLM (95% CI; won/lost) | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
-        for name, d in report["vs_graphrag"].items():
-            cells = [
-                f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
-                for c in (d[f"recall@{k}"] for k in KS)
-            ]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for key, title in (("vs_dense", "vs dense (95% bootstrap CI; won/lost)"),
+                       ("vs_graphrag", "vs graphrag without an LLM (95% CI; won/lost)")):
+        if report.get(key):
+            lines += ["", f"| {title} | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
+            for name, d in report[key].items():
+                cells = [
+                    f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
+                    for c in (d[f"recall@{k}"] for k in KS)
+                ]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if report.get("ceiling"):
         c = report["ceiling"]
         lines += ["", f"LLM ceiling (gold passages in the no-LLM top {max(KS)}, or stated by a relation): by a candidate "
