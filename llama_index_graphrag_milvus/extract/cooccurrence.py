@@ -82,7 +82,7 @@ class CooccurrenceExtractor(TransformComponent):
       `max_relations_per_sentence`; the predicate is the words between them (at most
       `max_predicate_words`; "with" when nothing is between). With `link_title`, the passage's topic
       (`metadata["title"]`, else a short first line without a full stop, as in "Title\\ntext") is linked
-      to every entity of the passage, the predicate being the words just before the entity. At most
+      to every entity of the passage, the predicate being the 3 words before and the 3 after it. At most
       `max_relations_per_node` relations a passage: embedding them is the ingest's cost.
     - **Chinese, Japanese, Korean**: there are no capitals and no spaces, so no spans are guessed from
       the CJK text itself; what is extracted there is the Latin-script names and years inside it, the
@@ -186,6 +186,14 @@ class CooccurrenceExtractor(TransformComponent):
             words = words[: n // 2] + words[-(n - n // 2) :]
         return " ".join(words) or default
 
+    @staticmethod
+    def _context(sentence: str, start: int, end: int) -> str:
+        """A title link's predicate: the 3 words before the name and the 3 after it ("mentions" if none),
+        so that the relation says what the passage says of the name."""
+        before = _TOKEN.findall(sentence[max(0, start - 60) : start])[-3:]
+        after = _TOKEN.findall(sentence[end : end + 60])[:3]
+        return " … ".join(part for part in (" ".join(before), " ".join(after)) if part) or "mentions"
+
     def extract(self, text: str, title: Optional[str] = None) -> List[Triplet]:
         """The triplets of one passage (its topic is `title`, else a short first line)."""
         if title is None:
@@ -216,8 +224,7 @@ class CooccurrenceExtractor(TransformComponent):
                 for name, s_start, _ in spans:
                     key = normalize_name(name)
                     if key != topic_key and key not in links:
-                        before = _TOKEN.findall(sentence[max(0, s_start - 60) : s_start])
-                        links[key] = [topic, " ".join(before[-3:]) or "mentions", name]
+                        links[key] = [topic, self._context(sentence, s_start, s_start + len(name)), name]
         linked = list(links.values()) if self.link_title and topic_key else []
         if linked:  # a pair with the topic already states its link
             paired = {normalize_name(p[0] if normalize_name(p[2]) == topic_key else p[2]) for p in pairs
