@@ -181,15 +181,14 @@ def _ceiling(store: Any, dataset: Dataset, vectors: List[List[float]]) -> Dict[s
 
     offered: List[str] = []
     recorder = ScriptedLLM(choose=lambda question, lines: offered.extend(t for _, t in lines) and None)
-    no_llm = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None)
+    # the recorder never answers, so its retrieval is exactly the one without an LLM
     with_llm = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=recorder)
     stored = _stored_ids(dataset)
     shares: Dict[str, List[float]] = {"candidates": [], "offered": []}
     for question, vector in zip(dataset.questions, vectors):
-        bundle = QueryBundle(query_str=question["question"], embedding=vector)
-        top = {n.node.node_id for n in no_llm.retrieve(bundle)}
         offered.clear()
-        run = with_llm.trace(bundle)
+        run = with_llm.trace(QueryBundle(query_str=question["question"], embedding=vector))
+        top = {n.node.node_id for n in run.nodes}
         shown = {" ".join(t.lower().split()) for t in offered}
         by_candidates = {p for c in run.candidates for p in c.passage_ids}
         texts = store.describe([c.id for c in run.candidates])

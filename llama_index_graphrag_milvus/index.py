@@ -32,7 +32,7 @@ from llama_index.core.response_synthesizers.no_text import NoText
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
 from llama_index_graphrag_milvus.extract import exclude_from_content
-from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, resolve_llm
+from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, is_default, resolve_llm
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
 from llama_index_graphrag_milvus.schema import passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
@@ -127,7 +127,7 @@ class GraphRAGIndex:
         None for none, or "default" for `Settings.llm`); with an LLM, each retrieval makes 2 LLM calls
         (NER and rerank). Keyword arguments go to the retriever (`similarity_top_k`, `reranker`,
         `expansion_degree`, ...)."""
-        kwargs["llm"] = resolve_llm(kwargs["llm"]) if "llm" in kwargs else self.llm
+        kwargs.setdefault("llm", self.llm)  # the retriever resolves what is given
         return GraphRAGRetriever(store=self.store, **kwargs)
 
     def as_query_engine(self, llm: LLMType = DEFAULT, **kwargs: Any) -> RetrieverQueryEngine:
@@ -150,10 +150,10 @@ class GraphRAGIndex:
         accepted = inspect.signature(GraphRAGRetriever.__init__).parameters
         ours = [k for k in kwargs if k in accepted and k not in ("self", "store")]
         retriever_kwargs = {k: kwargs.pop(k) for k in ours}
-        given = resolve_llm(llm) if not _is_default(llm) else None
+        given = None if is_default(llm) else resolve_llm(llm)
         retriever_kwargs.setdefault("llm", self.llm if self.llm is not None else given)
         retriever = self.as_retriever(**retriever_kwargs)
-        if not _is_default(llm):
+        if not is_default(llm):
             answering = given
         else:
             answering = self.llm if self.llm is not None else resolve_llm(DEFAULT)
@@ -260,6 +260,3 @@ def _passages_only(llm: LLM, kwargs: Dict[str, Any]) -> BaseSynthesizer:
     streaming = kwargs.pop("streaming", False)
     return synthesizer(llm=llm, callback_manager=kwargs.get("callback_manager"), streaming=streaming)
 
-
-def _is_default(llm: LLMType) -> bool:
-    return isinstance(llm, str) and llm == DEFAULT

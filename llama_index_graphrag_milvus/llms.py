@@ -18,7 +18,7 @@ from typing import Optional, Union
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.llm import LLM
 
-__all__ = ["DEFAULT", "LLMType", "resolve_llm"]
+__all__ = ["DEFAULT", "LLMType", "is_default", "resolve_llm"]
 
 #: The `llm=` default: `Settings.llm` when set, else OpenAI when OPENAI_API_KEY is set, else no LLM.
 DEFAULT = "default"
@@ -42,9 +42,14 @@ def resolve_llm(llm: LLMType = DEFAULT) -> Optional[LLM]:
         return None
     if isinstance(llm, LLM):
         return llm
-    if isinstance(llm, str) and llm == DEFAULT:
+    if is_default(llm):
         return _settings_llm()
     raise TypeError(_not_an_llm(llm))
+
+
+def is_default(llm: object) -> bool:
+    """Whether `llm` is the `DEFAULT` marker (follow `Settings.llm`)."""
+    return isinstance(llm, str) and llm == DEFAULT
 
 
 def _settings_llm() -> Optional[LLM]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Dict, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
@@ -63,8 +64,21 @@ class RankTask:
 
     def candidates(self) -> List[Scored]:
         """The candidates as (relation id, cosine), best first."""
+        return list(self._candidates)
+
+    @cached_property
+    def _candidates(self) -> List[Scored]:
         hood = self.neighbourhood
         return list(zip(hood.relation_ids(), hood.similarities.tolist()))
+
+    @cached_property
+    def passage_relations(self) -> Dict[str, List[Scored]]:
+        """Each candidate passage's own candidate relations, best first (read once per retrieval)."""
+        via: Dict[str, List[Scored]] = {}
+        for relation, passages in zip(self._candidates, self.neighbourhood.candidate_passages):
+            for pid in passages:
+                via.setdefault(pid, []).append(relation)
+        return via
 
     def passage_cosines(self, passage_ids: Sequence[str]) -> Dict[str, float]:
         """The question's cosine to each passage (dense retrieval's, else asked once per retrieval)."""
@@ -173,7 +187,7 @@ class PPRRanker:
     def rank(self, task: RankTask) -> Ranking:
         hood = task.neighbourhood
         candidates = task.candidates()
-        via = {pid: relations[:1] for pid, relations in _own_relations(task).items()}
+        via = {pid: relations[:1] for pid, relations in task.passage_relations.items()}
         if not candidates:
             return Ranking(self.name, list(task.dense), via, [])
         sub = entity_passage_subgraph(hood.graph, hood.relations)
@@ -181,11 +195,11 @@ class PPRRanker:
         restart = np.zeros(sub.adjacency.shape[0])
         top = np.argsort(-hood.similarities, kind="stable")[: self.facts]
         weights = _min_max(hood.similarities[top])
-        local = {e: i for i, e in enumerate(sub.entities.tolist())}
-        votes: Dict[int, List[float]] = {}
+        votes: Dict[int, List[float]] = {}  # local entity index -> the weights of its facts
         for c, w in zip(top.tolist(), weights.tolist()):
-            for e in hood.graph.entities_of_relations(hood.relations[c : c + 1]).tolist():
-                votes.setdefault(local[e], []).append(w)
+            ends = hood.graph.entities_of_relations(hood.relations[c : c + 1])
+            for i in np.searchsorted(sub.entities, ends).tolist():  # sub.entities is sorted
+                votes.setdefault(i, []).append(w)
         for i, ws in votes.items():
             restart[i] = float(np.mean(ws)) * specificity(hood.graph, sub.entities[i : i + 1])[0]
         pids = hood.passage_ids(sub.passages)
@@ -264,15 +278,6 @@ def _min_max(values: np.ndarray) -> np.ndarray:
     return (values - low) / (high - low) if high > low else np.ones_like(values)
 
 
-def _own_relations(task: RankTask) -> Dict[str, List[Scored]]:
-    """Each candidate passage's own relations, best first (the candidates are best first)."""
-    via: Dict[str, List[Scored]] = {}
-    for relation, passages in zip(task.candidates(), task.neighbourhood.candidate_passages):
-        for pid in passages:
-            via.setdefault(pid, []).append(relation)
-    return via
-
-
 @dataclass
 class SimilarityRanker:
     """The notebook's order: the passages of the `top_n` relations most similar to the question, then
@@ -333,7 +338,7 @@ class LLMRanker:
     def _offered(self, task: RankTask, base: Ranking) -> List[ScoredRelation]:
         """Breadth first down the base ranking: the most similar candidate relation of each passage, in
         the ranking's order, then the second of each, and so on, up to the caps."""
-        own = _own_relations(task)
+        own = task.passage_relations
         rows = [own[pid] for pid, _ in base.passages if pid in own]
         picked: Dict[int, float] = {}
         for depth in range(max((len(r) for r in rows), default=0)):
