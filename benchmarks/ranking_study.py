@@ -102,11 +102,13 @@ def main(argv: List[str] | None = None) -> None:
             })
         graph, cache = recorder.graph, recorder.cache
         positions = cache.passages.lookup(stored)
-        passage_entity = (graph.passage_relation @ graph.relation_entity).tocsr()[positions]
+        counts = (graph.passage_relation @ graph.relation_entity).tocsr()[positions]  # relations naming each entity
+        passage_entity = counts.copy()
         passage_entity.data[:] = 1
         with open(out, "wb") as handle:
             pickle.dump({"passages": all_ids, "questions": rows, "counts": store.count(),
-                         "passage_entity": passage_entity, "entity_passages": graph.passage_counts}, handle)
+                         "passage_entity": passage_entity, "passage_entity_counts": counts,
+                         "passage_relations": np.diff(graph.passage_relation.tocsr()[positions].indptr), "entity_passages": graph.passage_counts}, handle)
         print(f"{len(rows)} questions -> {out}; {store.count()}")
     finally:
         store.close()

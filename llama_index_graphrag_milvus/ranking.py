@@ -5,7 +5,9 @@
   its dense similarity plus `graph_weight` times its best relation's chain score.
 - `PPRRanker`: HippoRAG 2's personalized PageRank on the candidates' entity–passage subgraph, restarting
   at the entities of the relations most similar to the question and at the passages, by dense similarity.
-- `FusedRanker` (the default): reciprocal rank fusion of PPR and chain.
+- `HopRanker`: the top dense passage, then the passages about the entities it names: a bridge
+  question's second hop.
+- `FusedRanker` (the default): reciprocal rank fusion of PPR, chain and hop.
 - `SimilarityRanker`: the notebook's order: the passages of the most similar relations, then dense.
 - `LLMRanker`: an LLM picks relations among the best of another ranker (`base`, default fused), in a
   one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion as one more ranking. An
@@ -213,18 +215,39 @@ class PPRRanker:
 
 
 @dataclass
+class HopRanker:
+    """The second hop of a bridge question: the top dense passage, then the passages about an entity it
+    names (`MilvusGraphStore.linked_passages`: at least half of their relations name it; hubs not
+    followed), by dense similarity. Only those passages are ranked: it is meant to be fused."""
+
+    name: str = "hop"
+    needs_context: bool = True
+
+    def rank(self, task: RankTask) -> Ranking:
+        if not task.dense:
+            return Ranking(self.name, [])
+        anchor = task.dense[0][0]
+        linked = task.store.linked_passages(anchor, task.neighbourhood.hub_passages)
+        cosines = task.passage_cosines(linked)
+        ranking = [task.dense[0]] + sorted(((p, cosines.get(p, 0.0)) for p in linked), key=lambda kv: -kv[1])
+        via = {pid: relations[:1] for pid, relations in task.passage_relations.items()}
+        return Ranking(self.name, ranking, via, chosen_relations(via, ranking, task.top_n))
+
+
+@dataclass
 class FusedRanker:
     """Reciprocal rank fusion of several rankings: a passage scores the sum over the rankings of
-    weight / (k + its rank). The default without an LLM fuses HippoRAG 2's PPR and the chain ranking,
-    each of which already holds dense similarity; with k = 5 the top of each ranking counts most.
+    weight / (k + its rank). The default without an LLM fuses HippoRAG 2's PPR, the chain ranking (each
+    of which already holds dense similarity) and the hop from the top dense passage; with k = 5 the top
+    of each ranking counts most.
 
     Args:
-        rankers: The rankings fused (default: `PPRRanker()` and `ChainRanker()`).
+        rankers: The rankings fused (default: `PPRRanker()`, `ChainRanker()` and `HopRanker()`).
         weights: One per ranker (default: 1 each).
         k: The rank offset of the fusion.
     """
 
-    rankers: Sequence[Ranker] = field(default_factory=lambda: (PPRRanker(), ChainRanker()))
+    rankers: Sequence[Ranker] = field(default_factory=lambda: (PPRRanker(), ChainRanker(), HopRanker()))
     weights: Optional[Sequence[float]] = None
     k: int = 5
     name: str = "fused"
@@ -373,9 +396,9 @@ class LLMRanker:
 
 
 def ranker_named(name: str, graph_weight: float = 0.3, synonyms: bool = True) -> Ranker:
-    """The ranker a string names: "fused" (PPR and chain), "chain", "ppr" or "similarity"."""
+    """The ranker a string names: "fused" (PPR, chain and hop), "chain", "ppr" or "similarity"."""
     if name == "fused":
-        return FusedRanker((PPRRanker(), ChainRanker(graph_weight=graph_weight, synonyms=synonyms)))
+        return FusedRanker((PPRRanker(), ChainRanker(graph_weight=graph_weight, synonyms=synonyms), HopRanker()))
     if name == "chain":
         return ChainRanker(graph_weight=graph_weight, synonyms=synonyms)
     if name == "ppr":

@@ -10,6 +10,7 @@ from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, 
 from llama_index_graphrag_milvus.ranking import (
     ChainRanker,
     FusedRanker,
+    HopRanker,
     LLMRanker,
     PPRRanker,
     Ranking,
@@ -52,7 +53,7 @@ def test_a_users_ranker_orders_the_passages(store):
 
 def test_strings_name_the_built_in_rankers_and_a_wrong_name_says_which_exist(store):
     fused = GraphRAGRetriever(store=store).ranker
-    assert isinstance(fused, FusedRanker) and [type(r) for r in fused.rankers] == [PPRRanker, ChainRanker]
+    assert isinstance(fused, FusedRanker) and [type(r) for r in fused.rankers] == [PPRRanker, ChainRanker, HopRanker]
     assert isinstance(GraphRAGRetriever(store=store, reranker="similarity").ranker, SimilarityRanker)
     llm_ranker = GraphRAGRetriever(store=store, llm=graph_llm([], []), reranker="chain").ranker
     assert isinstance(llm_ranker, LLMRanker) and isinstance(llm_ranker.base, ChainRanker)
@@ -109,5 +110,5 @@ def test_known_names_are_matched_without_an_adjacency_in_memory(make_store, tmp_
 def test_a_fusion_needs_rankers_and_one_weight_each():
     with pytest.raises(ValueError, match="at least one ranker"):
         FusedRanker(rankers=())
-    with pytest.raises(ValueError, match="1 weights for 2 rankers"):
+    with pytest.raises(ValueError, match="1 weights for 3 rankers"):
         FusedRanker(weights=[1.0])

@@ -125,5 +125,8 @@ class GraphBackend(Protocol):
     def expand(self, request: Expansion) -> Neighbourhood:
         """The candidate relations of a retrieval and the adjacency around them."""
 
+    def linked_passages(self, passage_id: str, hub_passages: float) -> List[str]:
+        """The passages about an entity that `passage_id` names (see `graph.topic_links`)."""
+
     def counts(self) -> Dict[str, int]:
         """Rows the adjacency knows of (the cache's, or Milvus' counts)."""

@@ -10,14 +10,21 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 import llama_index_graphrag_milvus.snapshot as snapshot_file
 from llama_index_graphrag_milvus.adjacency import GraphCache
 from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_passages
-from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations, neighbours, union, unique
+from llama_index_graphrag_milvus.graph import (
+    expand_from_entities,
+    expand_from_relations,
+    neighbours,
+    topic_links,
+    union,
+    unique,
+)
 from llama_index_graphrag_milvus.milvus import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.search import CachedSearch, VectorSearch
 
@@ -118,6 +125,13 @@ class MemoryGraph:
 
     def counts(self) -> Dict[str, int]:
         return self.cache.counts()
+
+    def linked_passages(self, passage_id: str, hub_passages: float) -> List[str]:
+        cache, graph = self.cache, self.cache.snapshot()
+        position = cache.passages.lookup([passage_id])
+        if position[0] < 0:
+            return []
+        return cache.passage_ids(topic_links(graph, int(position[0]), hub_passages))
 
     @property
     def snapshot_used(self) -> bool:

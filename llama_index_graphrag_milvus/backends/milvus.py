@@ -122,6 +122,29 @@ class MilvusGraph:
     def counts(self) -> Dict[str, int]:
         return self.collections.counts()
 
+    def linked_passages(self, passage_id: str, hub_passages: float, share: float = 0.5) -> List[str]:
+        """As `graph.topic_links`, by queries: the passage's relations, their entities, every relation of
+        those, and every passage stating one of them (with all its relation ids)."""
+        own = [r for row in self.collections.get(PASSAGES, [passage_id], ["relation_ids"]) for r in row.get("relation_ids") or []]
+        named = {e for row in self.collections.get(RELATIONS, own, ["subject_id", "object_id"]) for e in (row["subject_id"], row["object_id"])}
+        of_entity: Dict[int, Set[int]] = {e: set() for e in named}
+        for relation, ends in MilvusExpander(self.collections).relations_of_entities(named).items():
+            for e in set(ends) & named:
+                of_entity[e].add(relation)
+        stating: Dict[str, List[int]] = {}
+        for batch in chunked(sorted(set().union(*of_entity.values())), ID_BATCH):
+            filter_ = f"json_contains_any(relation_ids, {literal_list(batch)})"
+            for row in self.collections.query(PASSAGES, filter_, ["id", "relation_ids"], limit=QUERY_LIMIT):
+                stating[row["id"]] = row.get("relation_ids") or []
+        linked: Set[str] = set()
+        for relations in of_entity.values():
+            counts = {pid: sum(r in relations for r in rels) for pid, rels in stating.items()}
+            counts = {pid: n for pid, n in counts.items() if n}
+            if len(counts) <= hub_passages:  # hubs are not followed
+                linked.update(pid for pid, n in counts.items() if n >= share * len(stating[pid]))
+        linked.discard(passage_id)
+        return sorted(linked)
+
     def has_entities(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
         stored = {row["id"] for row in self.collections.get(ENTITIES, sorted(set(ids.tolist())), ["id"])}
