@@ -102,8 +102,9 @@ class Ranking:
     via: Dict[str, List[Scored]] = field(default_factory=dict)
     chosen: List[Scored] = field(default_factory=list)
     thought_process: Optional[str] = None
-    #: For a fusion: the rankings fused, with their weights, and the fusion's k (an LLM's choice joins them).
-    parts: Optional[List[Tuple[List[str], float]]] = None
+    #: For a fusion: the rankings fused as (name, passage ids, weight), and the fusion's k (an LLM's
+    #: choice joins them).
+    parts: Optional[List[Tuple[str, List[str], float]]] = None
     k: int = 5
 
 
@@ -270,8 +271,8 @@ class FusedRanker:
 
     def _fuse(self, task: RankTask, rankings: List[Ranking]) -> Ranking:
         weights = list(self.weights) if self.weights is not None else [1.0] * len(rankings)
-        parts = [([pid for pid, _ in r.passages], w) for r, w in zip(rankings, weights)]
-        fused = fuse(parts, self.k)
+        parts = [(r.name, [pid for pid, _ in r.passages], w) for r, w in zip(rankings, weights)]
+        fused = fuse([(ids, w) for _, ids, w in parts], self.k)
         # a passage's reasons: those of the ranking that put it highest (on a tie, the longer chain)
         via: Dict[str, List[Scored]] = {}
         best: Dict[str, Tuple[int, int]] = {}
@@ -333,12 +334,18 @@ class LLMRanker:
     lines and `max_offered_chars` characters.
     When the LLM fails or its answer names none of the offered relations, the ranking is exactly the
     base's.
+
+    The pick takes the place of the base's rankings named in `replaces` (the hop from the top passage:
+    both say which passage comes next, and the LLM reads the relations to say it). Measured offline on
+    the 60 dev questions of each set: with an oracle's or a half-right pick this ranks better at R@2
+    (+.03 to +.07 on MuSiQue) than adding the pick beside the hop; with 3 random picks, worse.
     """
 
     llm: LLM
     base: Ranker = field(default_factory=FusedRanker)
     prompt: PromptTemplate = field(default_factory=lambda: RERANK_PROMPT)
     weight: float = 0.6
+    replaces: Tuple[str, ...] = ("hop",)
     max_offered: int = 40
     max_offered_chars: int = 6000
     name: str = "llm"
@@ -388,8 +395,9 @@ class LLMRanker:
         for relation in picked.relations:  # picks are offered candidates
             for pid in passages_of.get(relation.id, []):
                 chosen.setdefault(pid, []).append((relation.id, relation.score))
-        parts = base.parts or [([pid for pid, _ in base.passages], 1.0)]
-        fused = fuse([*parts, (list(chosen), self.weight)], base.k)
+        parts = base.parts or [(base.name, [pid for pid, _ in base.passages], 1.0)]
+        kept = [(ids, w) for name, ids, w in parts if name not in self.replaces] or [(ids, w) for _, ids, w in parts]
+        fused = fuse([*kept, (list(chosen), self.weight)], base.k)
         via = {pid: chosen.get(pid) or base.via.get(pid, []) for pid, _ in fused}
         picks = [(r.id, r.score) for r in picked.relations]
         return Ranking(self.name, fused, via, picks, picked.thought_process)

@@ -7,6 +7,8 @@ from llama_index.core.schema import TextNode
 from llama_index_graphrag_milvus import GraphRAGRetriever, Triplet
 from llama_index_graphrag_milvus.ranking import HopRanker
 
+from conftest import ScriptedLLM, graph_llm
+
 PASSAGES = {
     "grace": (
         "Grace Krilanovich wrote The Orange Eats Creeps. Born in Santa Cruz, she saw The Orange Eats Creeps "
@@ -59,3 +61,19 @@ def test_the_hop_ranks_the_passage_the_top_passage_names_second(make_store):
     run = GraphRAGRetriever(store=store, similarity_top_k=3, reranker=HopRanker()).trace(question)
     assert run.dense[0][0] == pid["grace"] and [p for p, _ in run.dense].index(pid["radio"]) == 2  # dense: last
     assert [n.node.node_id for n in run.nodes][:2] == ["grace", "radio"]
+
+
+def test_an_llms_pick_takes_the_hops_place_and_a_failed_answer_keeps_it(make_store):
+    store = make_store()
+    stored(store)
+    question = "Where is the press that published Grace Krilanovich's The Orange Eats Creeps?"
+
+    def order(llm):
+        run = GraphRAGRetriever(store=store, similarity_top_k=3, llm=llm).trace(question)
+        return [n.node.node_id for n in run.nodes]
+
+    assert order(None)[:2] == ["grace", "radio"]  # no LLM: the hop puts the press second
+    picked = order(graph_llm(mentions=[], chosen=["has a stand at"]))
+    assert sorted(picked[:2]) == ["fair", "grace"]  # the LLM's pick, not the hop, beside the top passage
+    garbage = ScriptedLLM(script=lambda prompt: "no JSON here", prompts=[])
+    assert order(garbage) == order(None)  # an unusable answer: exactly the ranking without an LLM
