@@ -2,6 +2,7 @@
 
     python -m benchmarks.raw_text grid      # every config on both datasets (cached embeddings)
     python -m benchmarks.raw_text final     # the chosen config, with ingest timed against plain dense
+    python -m benchmarks.raw_text names-grid; python -m benchmarks.raw_text names-cv   # session 5's
 
 Each config is ingested through the public API (raw `TextNode`s: title + newline + text, no metadata;
 `GraphRAGTransform(store, extractor=CooccurrenceExtractor(**config))`) and measured with the default
@@ -38,23 +39,32 @@ GRID = {  # (the defaults are 1 pair a sentence, 8 relations a passage, title li
     "one_per_sentence": {"max_relations_per_sentence": 1, "max_relations_per_node": 8},
     "title_only": {"max_relations_per_sentence": 0, "max_relations_per_node": 8},
 }
+#: Session 5 (the hop from the top passage in the default ranking): how names are found. "session4" is
+#: the extractor before initials ("Ann B. Davis") and titles as names ("Mark King (musician)" → "Mark
+#: King", "The Jump" → "Jump", as mentions are trimmed).
+NAMES = {
+    "session4": {"initials": False, "topic_as_name": False},
+    "names": {},
+    "names_cap12": {"max_relations_per_node": 12},
+}
+GRIDS = {"extractor": (GRID, RESULTS / "raw_text_grid.json"), "names": (NAMES, RESULTS / "issue13" / "names_grid.json")}
 METHODS = {"graphrag": {}}  # the default retriever only (run_benchmark adds similarity_top_k=10)
 
 
-def grid(names=None) -> None:
-    path = RESULTS / "raw_text_grid.json"
+def grid(names=None, which: str = "extractor") -> None:
+    configs, path = GRIDS[which]
     done = json.loads(path.read_text()) if path.exists() else {}
-    for config in names or GRID:
+    for config in names or configs:
         for dataset, directory in DATA.items():
             if f"{config}/{dataset}" in done:
                 continue
             report = run_benchmark(
                 directory, f"/tmp/raw_{config}_{dataset}.json", methods=METHODS, triples=False,
-                extractor=CooccurrenceExtractor(**GRID[config]), cache_dir=CACHE,
+                extractor=CooccurrenceExtractor(**configs[config]), cache_dir=CACHE,
                 uri=str(CACHE / f"raw_{dataset}.db"), chart=False,
             )
             done[f"{config}/{dataset}"] = {
-                "config": GRID[config],
+                "config": configs[config],
                 "extraction": report["extraction"],
                 "counts": report["counts"],
                 "ingest_s": report["ingest_s"],
@@ -65,11 +75,12 @@ def grid(names=None) -> None:
             path.write_text(json.dumps(done, indent=1))
 
 
-def cv(folds: int = 5, seed: int = 0) -> dict:
+def cv(folds: int = 5, seed: int = 0, which: str = "extractor") -> dict:
     """Leave-one-fold-out choice of the config (objective: mean gain in R@2 and R@5 over dense, both
     datasets); returns the held-out per-question gains and which config each fold chose."""
-    done = json.loads((RESULTS / "raw_text_grid.json").read_text())
-    configs = [c for c in GRID if all(f"{c}/{d}" in done for d in DATA)]
+    grid_configs, path = GRIDS[which]
+    done = json.loads(path.read_text())
+    configs = [c for c in grid_configs if all(f"{c}/{d}" in done for d in DATA)]
     rng = np.random.default_rng(seed)
     fold_of = {d: rng.permutation(len(done[f"{configs[0]}/{d}"]["per_question"]["dense"]["recall@2"])) % folds
                for d in DATA}
@@ -82,7 +93,7 @@ def cv(folds: int = 5, seed: int = 0) -> dict:
     for f in range(folds):
         def train_score(config, f=f):
             return np.mean([gain(config, d, k)[fold_of[d] != f].mean() for d in DATA for k in (2, 5)])
-        best = max(configs, key=lambda c: (round(train_score(c), 3), -list(GRID).index(c)))
+        best = max(configs, key=lambda c: (round(train_score(c), 3), -list(grid_configs).index(c)))
         chosen.append(best)
         for d in DATA:
             for k in KS:
@@ -149,6 +160,10 @@ if __name__ == "__main__":
     command = sys.argv[1] if len(sys.argv) > 1 else "grid"
     if command == "grid":
         grid(sys.argv[2:] or None)
+    elif command == "names-grid":
+        grid(sys.argv[2:] or None, which="names")
+    elif command == "names-cv":
+        print(json.dumps(cv(which="names"), indent=1))
     elif command == "ratio":
         ingest_ratio(*sys.argv[2:3], *[int(a) for a in sys.argv[3:4]])
     elif command == "cv":

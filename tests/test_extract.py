@@ -53,6 +53,29 @@ def test_the_title_is_linked_to_every_entity_of_its_passage():
     assert "triplets" in node.excluded_embed_metadata_keys
 
 
+def test_initials_stay_inside_names():
+    found = names(CooccurrenceExtractor(link_title=False, max_relations_per_sentence=9).extract(
+        "The cast includes Tony Randall, Ann B. Davis and Donna Douglas. M. Ward toured with E. B. White."))
+    assert {"Ann B. Davis", "M. Ward", "E. B. White"} <= found and not found & {"Ann B", "Davis", "Ward"}
+
+
+def test_a_title_is_named_as_other_passages_mention_it():
+    """A qualifier in parentheses and a leading "The" or number are not how other passages name a topic
+    ("the Jump", "Two Dollar Radio" lose them as mentions do), so the hop can reach it by name."""
+    extractor = CooccurrenceExtractor()
+    scaredy = extractor.extract("Scaredy Squirrel (TV series)\nIt airs on YTV in Canada.")
+    assert "Scaredy Squirrel" in {t.subject for t in scaredy} and "Scaredy Squirrel (TV series)" not in names(scaredy)
+    mention = extractor.extract("Terry McGurrin\nHe was story editor for Scaredy Squirrel on YTV.")
+    assert "Scaredy Squirrel" in names(mention)
+    press, novel = extractor.extract("Two Dollar Radio\nIt was founded in Columbus in 2005."), extractor.extract(
+        "Grace Krilanovich\nHer novel was published by Two Dollar Radio in 2010.")
+    assert {t.subject for t in press} & names(novel) == {"Dollar Radio"}
+    the_jump = extractor.extract("The Jump\nIt follows celebrities on Channel 4.")
+    assert "Jump" in {t.subject for t in the_jump} and "The Jump" not in names(the_jump)
+    as_written = CooccurrenceExtractor(topic_as_name=False).extract("The Jump\nIt follows celebrities on Channel 4.")
+    assert "The Jump" in {t.subject for t in as_written}
+
+
 def test_chinese_text_does_not_crash_and_keeps_quoted_and_latin_names():
     text = "莱昂哈德·欧拉是瑞士数学家。他在《无穷小分析引论》中写道，Euler 在 Berlin 工作。没有名字的句子！"
     found = names(CooccurrenceExtractor(max_relations_per_sentence=3).extract(text))

@@ -75,15 +75,18 @@ class CooccurrenceExtractor(TransformComponent):
 
     - **Entities** are capitalised word sequences, with lower-case connectors inside them
       ("University of Copenhagen", "Lord of the Rings", "Charles de Gaulle"), numbers after a
-      capitalised word ("Apollo 11", "January 1960") and, with `years`, four-digit years. Leading
-      function words are dropped ("The Journal of ..." → "Journal of ..."), as are a possessive "'s" and
-      sentence-initial common words ("However", "In").
+      capitalised word ("Apollo 11", "January 1960"), initials ("Ann B. Davis", with `initials`) and,
+      with `years`, four-digit years. Leading function words are dropped ("The Journal of ..." →
+      "Journal of ..."), as are a possessive "'s" and sentence-initial common words ("However", "In").
     - **Relations**: within each sentence, pairs of entities, nearest first, at most
       `max_relations_per_sentence`; the predicate is the words between them (at most
       `max_predicate_words`; "with" when nothing is between). With `link_title`, the passage's topic
       (`metadata["title"]`, else a short first line without a full stop, as in "Title\\ntext") is linked
-      to every entity of the passage, the predicate being the 3 words before and the 3 after it. At most
-      `max_relations_per_node` relations a passage: embedding them is the ingest's cost.
+      to every entity of the passage, the predicate being the 3 words before and the 3 after it. With
+      `topic_as_name`, the topic is named as other passages mention it: without a qualifier in
+      parentheses and trimmed as names are ("Mark King (musician)" → "Mark King", "The Jump" → "Jump"),
+      so that a passage naming it reaches this one. At most `max_relations_per_node` relations a
+      passage: embedding them is the ingest's cost.
     - **Chinese, Japanese, Korean**: there are no capitals and no spaces, so no spans are guessed from
       the CJK text itself; what is extracted there is the Latin-script names and years inside it, the
       names quoted in 《》〈〉「」『』“”, and the title. Sentences end at 。！？；. Nothing raises.
@@ -99,6 +102,8 @@ class CooccurrenceExtractor(TransformComponent):
         link_title: Link the passage's topic to each entity it mentions.
         years: Keep four-digit years as entities.
         max_entity_words: Longer capitalised spans are cut to their last this many words.
+        initials: Keep an initial and its full stop inside a name ("M. Ward").
+        topic_as_name: Name the topic as mentions name it (see above); else the title as written.
         triplets_key: The metadata key the triplets are written to.
     """
 
@@ -108,6 +113,8 @@ class CooccurrenceExtractor(TransformComponent):
     link_title: bool = True
     years: bool = False
     max_entity_words: int = 6
+    initials: bool = True
+    topic_as_name: bool = True
     triplets_key: str = TRIPLETS_KEY
 
     @classmethod
@@ -140,7 +147,7 @@ class CooccurrenceExtractor(TransformComponent):
                 i += 1
                 continue
             j = i + 1  # extend over capitalised words, numbers, and connectors followed by a capital
-            while j < len(tokens) and _JOIN.fullmatch(sentence[tokens[j - 1][2] : tokens[j][1]]):
+            while j < len(tokens) and self._joined(sentence, tokens[j - 1], tokens[j]):
                 nxt = tokens[j][0]
                 if _capitalised(nxt) or nxt.isdigit():
                     j += 1
@@ -154,11 +161,7 @@ class CooccurrenceExtractor(TransformComponent):
                     j = k + 1
                     continue
                 break
-            span = tokens[i:j]
-            while span and (span[0][0].lower() in _COMMON or span[0][0].lower() in CONNECTORS):
-                span = span[1:]
-            while span and span[-1][0].lower() in CONNECTORS:
-                span = span[:-1]
+            span = _trimmed(tokens[i:j])
             if len(span) > self.max_entity_words:
                 span = span[-self.max_entity_words :]
             if span:
@@ -170,6 +173,14 @@ class CooccurrenceExtractor(TransformComponent):
                         found.append((name, span[0][1], span[-1][2]))
             i = j
         return found
+
+    def _joined(self, sentence: str, before: Tuple[str, int, int], after: Tuple[str, int, int]) -> bool:
+        """Whether two tokens may belong to one name: one or two spaces or a hyphen between them, or, after
+        an initial ("Ann B. Davis", "M. Ward"), a full stop and a space."""
+        gap = sentence[before[2] : after[1]]
+        if _JOIN.fullmatch(gap):
+            return True
+        return self.initials and len(before[0]) == 1 and before[0].isupper() and gap in (". ", ".")
 
     def _latin_in_cjk(self, word: str, offset: int) -> List[Tuple[str, int, int]]:
         return [
@@ -202,7 +213,7 @@ class CooccurrenceExtractor(TransformComponent):
             body = text[len(title) :]
         else:
             body = text
-        topic = title.strip() if title else None
+        topic = (_topic(title) if self.topic_as_name else title.strip()) if title else None
         topic_key = normalize_name(topic) if topic else None
         pairs: List[List[str]] = []
         links: Dict[str, List[str]] = {}
@@ -241,6 +252,25 @@ class CooccurrenceExtractor(TransformComponent):
             for m in _CJK_QUOTED.finditer(sentence)
             if next(g for g in m.groups() if g).strip()
         ]
+
+
+def _trimmed(span: List[Tuple[str, int, int]]) -> List[Tuple[str, int, int]]:
+    """A name's tokens without leading function words ("The", "In", "Two") and trailing connectors."""
+    while span and (span[0][0].lower() in _COMMON or span[0][0].lower() in CONNECTORS):
+        span = span[1:]
+    while span and span[-1][0].lower() in CONNECTORS:
+        span = span[:-1]
+    return span
+
+
+def _topic(title: str) -> str:
+    """A title as the name its passage is mentioned by elsewhere: without a trailing qualifier in
+    parentheses ("Mark King (musician)" → "Mark King") and trimmed as names are ("The Jump" → "Jump",
+    since "the Jump" names it too); the title itself when nothing would be left."""
+    base = re.sub(r"\s*\([^()]*\)\s*$", "", title.strip()) or title.strip()
+    tokens = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(base)]
+    span = _trimmed(tokens)
+    return base[span[0][1] : span[-1][2]] if span else base
 
 
 def _heading(text: str) -> Optional[str]:
