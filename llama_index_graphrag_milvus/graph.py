@@ -251,24 +251,28 @@ def personalized_pagerank(
     return rank
 
 
-def topic_links(graph: Graph, passage: int, hub_passages: float, share: float = 0.5) -> np.ndarray:
+#: A passage is about an entity when at least this share of its relations name it.
+ABOUT_SHARE = 0.5
+
+
+def topic_links(graph: Graph, passage: int, hub_passages: float, share: float = ABOUT_SHARE) -> np.ndarray:
     """The passages about an entity that `passage` names (positions, sorted; `passage` left out).
 
     A passage is about an entity when at least `share` of its relations name it: the subject of a
     passage's title links, an LLM's triples' main subject. The entities `passage` names are those of its
     relations, hubs (stated in more than `hub_passages` passages) left out. This is the second hop of a
     bridge question: the top passage names the entity the answer's passage is about. Only the rows of
-    the named entities' relations are read."""
+    the named entities' relations and of the passages stating them are read."""
     named = graph.entities_of_relations(graph.relations_of_passages(np.array([passage])))
     named = named[graph.passage_counts[named] <= hub_passages]
-    totals = np.diff(graph.passage_relation.indptr)
+    indptr = graph.passage_relation.indptr
     linked = []
     for entity in named.tolist():
         stating = neighbours(graph.relation_passage, neighbours(graph.entity_relation, np.array([entity])))
         if len(stating) == 0:
             continue
         passages, counts = np.unique(stating, return_counts=True)
-        linked.append(passages[counts >= share * totals[passages]])
+        linked.append(passages[counts >= share * (indptr[passages + 1] - indptr[passages])])
     found = unique(np.concatenate(linked)) if linked else _EMPTY
     return found[found != passage]
 

@@ -10,7 +10,7 @@
 - `FusedRanker` (the default): reciprocal rank fusion of PPR, chain and hop.
 - `SimilarityRanker`: the notebook's order: the passages of the most similar relations, then dense.
 - `LLMRanker`: an LLM picks relations among the best of another ranker (`base`, default fused), in a
-  one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion as one more ranking. An
+  one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion in the hop's place. An
   unusable answer gives exactly the base ranking.
 
 A user can pass any object with `name`, `needs_context` and `rank` (and optionally `arank`).
@@ -62,6 +62,7 @@ class RankTask:
     top_n: int  # relations to name as chosen
     dense_seed_k: int  # top dense passages whose relations joined the candidates
     store: "MilvusGraphStore"
+    hub_fraction: float = 0.02  # the retriever's: entities in more of the passages are hubs
     _cosines: Dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def candidates(self) -> List[Scored]:
@@ -219,7 +220,8 @@ class PPRRanker:
 class HopRanker:
     """The second hop of a bridge question: the top dense passage, then the passages about an entity it
     names (`MilvusGraphStore.linked_passages`: at least half of their relations name it; hubs not
-    followed), by dense similarity. Only those passages are ranked: it is meant to be fused."""
+    followed), by dense similarity. Only those passages are ranked: it is meant to be fused. With no
+    passage to hop to, the ranking is the top passage alone, which then counts once more in the fusion."""
 
     name: str = "hop"
     needs_context: bool = True
@@ -228,7 +230,7 @@ class HopRanker:
         if not task.dense:
             return Ranking(self.name, [])
         anchor = task.dense[0][0]
-        linked = task.store.linked_passages(anchor, task.neighbourhood.hub_passages)
+        linked = task.store.linked_passages(anchor, task.hub_fraction)
         cosines = task.passage_cosines(linked)
         ranking = [task.dense[0]] + sorted(((p, cosines.get(p, 0.0)) for p in linked), key=lambda kv: -kv[1])
         via = {pid: relations[:1] for pid, relations in task.passage_relations.items()}
@@ -335,8 +337,9 @@ class LLMRanker:
     When the LLM fails or its answer names none of the offered relations, the ranking is exactly the
     base's.
 
-    The pick takes the place of the base's rankings named in `replaces` (the hop from the top passage:
-    both say which passage comes next, and the LLM reads the relations to say it). Measured offline on
+    The pick takes the place of the base's fused rankings whose `name` is in `replaces` (the hop from
+    the top passage: both say which passage comes next, and the LLM reads the relations to say it); if
+    that would leave none of the base's rankings, they all stay. Measured offline on
     the 60 dev questions of each set: with an oracle's or a half-right pick this ranks better at R@2
     (+.03 to +.07 on MuSiQue) than adding the pick beside the hop; with 3 random picks, worse.
     """

@@ -261,7 +261,7 @@ class GraphRAGRetriever(BaseRetriever):
         return RankTask(
             query=run.query, vector=vector, neighbourhood=hood, dense=run.dense, seed_entities=run.seed_entities,
             seed_relations=seeds, top_n=self.rerank_top_n,
-            dense_seed_k=self.dense_seed_k, store=self.store,
+            dense_seed_k=self.dense_seed_k, store=self.store, hub_fraction=self.hub_fraction,
         )
 
     @dispatcher.span

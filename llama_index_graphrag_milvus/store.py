@@ -274,11 +274,12 @@ class MilvusGraphStore:
         """The candidate relations of a retrieval, and the adjacency around them."""
         return self._graph.expand(request)
 
-    def linked_passages(self, passage_id: str, hub_passages: float = 20.0) -> List[str]:
+    def linked_passages(self, passage_id: str, hub_fraction: float = 0.02) -> List[str]:
         """The passages about an entity that `passage_id` names: a passage is about an entity when at
         least half of its relations name it (its title links' subject, an LLM's triples' main subject).
-        Entities stated in more than `hub_passages` passages are not followed."""
-        return self._graph.linked_passages(passage_id, hub_passages)
+        Hubs, the entities stated in more than `hub_fraction` of the passages (and in more than 20), are
+        not followed, as in retrieval's walks."""
+        return self._graph.linked_passages(passage_id, hub_fraction)
 
     def describe(self, relation_ids: Sequence[int]) -> Dict[int, Triplet]:
         """The subject, predicate and object of each stored relation (one query per 1,000 ids)."""

@@ -30,25 +30,53 @@ PASSAGES = {
 }
 
 
-def stored(store):
-    nodes = [TextNode(id_=name, text=text) for name, (text, _) in PASSAGES.items()]
-    triplets = [[Triplet(*t) for t in rows] for _, rows in PASSAGES.values()]
-    return dict(zip(PASSAGES, store.add(nodes, triplets=triplets)))
+def stored(store, passages=PASSAGES):
+    nodes = [TextNode(id_=name, text=text) for name, (text, _) in passages.items()]
+    triplets = [[Triplet(*t) for t in rows] for _, rows in passages.values()]
+    return dict(zip(passages, store.add(nodes, triplets=triplets)))
 
 
-@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+BACKENDS = pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+
+
+@BACKENDS
 def test_a_passage_links_to_the_passages_about_the_names_it_states(make_store, adjacency):
     store = make_store(adjacency=adjacency)
     pid = stored(store)
     assert store.linked_passages(pid["grace"]) == [pid["radio"]]  # not "fair": it names the press once in 3
     assert store.linked_passages(pid["radio"]) == []  # grace and fair are about other names
     assert store.linked_passages(pid["fair"]) == [pid["radio"]]
-    assert store.linked_passages(pid["grace"], hub_passages=2) == []  # Two Dollar Radio is in 3 passages: a hub
     assert store.linked_passages("no such passage") == []
 
 
-def test_after_a_delete_the_link_is_gone(make_store):
-    store = make_store()
+@BACKENDS
+def test_a_hub_is_not_followed(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
+    fans = {f"fan{i}": (f"Fan {i} of the press.", [("Two Dollar Radio", "is read by", f"Fan {i}"),
+                                                   (f"Fan {i}", "lives in", f"Town {i}"), (f"Fan {i}", "was born in", "1990")])
+            for i in range(20)}
+    pid = stored(store, {**PASSAGES, **fans})  # the press is now stated in 23 passages: more than 20
+    assert store.linked_passages(pid["grace"]) == []
+    assert store.linked_passages(pid["grace"], hub_fraction=0.0) == []  # the floor of 20 passages holds
+    assert store.linked_passages(pid["fan0"]) == []  # Fan 0 is about itself; 1990 is a hub too
+
+
+@BACKENDS
+def test_about_is_at_least_half_of_a_passages_distinct_relations(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
+    pid = stored(store, {
+        "namer": ("Xavier met Yolanda.", [("Xavier", "met", "Yolanda")]),
+        "half": ("Xavier sings; Zed paints.", [("Xavier", "sings", "songs"), ("Zed", "paints", "walls")]),
+        # the same triplet twice counts once: Xavier names 1 of its 3 distinct relations
+        "repeated": ("Xavier is tall. Zed paints. Zed sings.", [("Xavier", "is", "tall"), ("Xavier", "is", "tall"),
+                                                                ("Zed", "paints", "walls"), ("Zed", "sings", "songs")]),
+    })
+    assert store.linked_passages(pid["namer"]) == [pid["half"]]
+
+
+@BACKENDS
+def test_after_a_delete_the_link_is_gone(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
     pid = stored(store)
     store.delete("radio")
     assert store.linked_passages(pid["grace"]) == []
@@ -77,3 +105,16 @@ def test_an_llms_pick_takes_the_hops_place_and_a_failed_answer_keeps_it(make_sto
     assert sorted(picked[:2]) == ["fair", "grace"]  # the LLM's pick, not the hop, beside the top passage
     garbage = ScriptedLLM(script=lambda prompt: "no JSON here", prompts=[])
     assert order(garbage) == order(None)  # an unusable answer: exactly the ranking without an LLM
+
+
+@BACKENDS
+def test_hubs_by_relations_or_by_passages_are_skipped_alike(make_store, adjacency):
+    """Milvus answers in bounded queries and asks again entity by entity when a limit is reached."""
+    store = make_store(adjacency=adjacency)
+    crowd = {f"p{i}": (f"Passage {i}.", [("Hub", f"has part {i}a", f"Part {i}"), ("Hub", f"has part {i}b", f"Piece {i}"),
+                                          ("Hub", f"has part {i}c", f"Bit {i}")] + ([("Mid", "appears in", f"Part {i}")] if i < 60 else []))
+             for i in range(210)}  # Hub: 630 relations in 210 passages; Mid: 60 relations in 60 passages
+    passages = {**crowd, "namer": ("Hub, Mid and Leaf.", [("Hub", "holds", "Mid"), ("Mid", "holds", "Leaf")]),
+                "leaf": ("Leaf grows.", [("Leaf", "grows in", "spring")])}
+    pid = stored(store, passages)
+    assert store.linked_passages(pid["namer"]) == [pid["leaf"]]

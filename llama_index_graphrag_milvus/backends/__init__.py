@@ -91,7 +91,12 @@ class Neighbourhood:
 
 def hub_passages(graph: Graph, fraction: float) -> float:
     """Entities stated in more passages than this are hubs."""
-    return max(20.0, fraction * graph.shape[2])
+    return hub_limit(graph.shape[2], fraction)
+
+
+def hub_limit(passages: int, fraction: float) -> float:
+    """Entities stated in more than this many of `passages` passages are hubs."""
+    return max(20.0, fraction * passages)
 
 
 class GraphBackend(Protocol):
@@ -125,8 +130,9 @@ class GraphBackend(Protocol):
     def expand(self, request: Expansion) -> Neighbourhood:
         """The candidate relations of a retrieval and the adjacency around them."""
 
-    def linked_passages(self, passage_id: str, hub_passages: float) -> List[str]:
-        """The passages about an entity that `passage_id` names (see `graph.topic_links`)."""
+    def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
+        """The passages about an entity that `passage_id` names (see `graph.topic_links`); hubs are the
+        entities stated in more than `hub_fraction` of the store's passages (and in more than 20)."""
 
     def counts(self) -> Dict[str, int]:
         """Rows the adjacency knows of (the cache's, or Milvus' counts)."""

@@ -126,12 +126,12 @@ class MemoryGraph:
     def counts(self) -> Dict[str, int]:
         return self.cache.counts()
 
-    def linked_passages(self, passage_id: str, hub_passages: float) -> List[str]:
+    def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
         cache, graph = self.cache, self.cache.snapshot()
         position = cache.passages.lookup([passage_id])
         if position[0] < 0:
             return []
-        return cache.passage_ids(topic_links(graph, int(position[0]), hub_passages))
+        return cache.passage_ids(topic_links(graph, int(position[0]), hub_passages(graph, hub_fraction)))
 
     @property
     def snapshot_used(self) -> bool:

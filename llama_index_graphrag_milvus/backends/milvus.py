@@ -15,7 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 import numpy as np
 
 from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_passages
+from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_limit, hub_passages
 from llama_index_graphrag_milvus.milvus import (
     ENTITIES,
     ID_BATCH,
@@ -25,7 +25,12 @@ from llama_index_graphrag_milvus.milvus import (
     Collections,
 )
 from llama_index_graphrag_milvus.filters import id_filter, literal_list
+from llama_index_graphrag_milvus.graph import ABOUT_SHARE
 from llama_index_graphrag_milvus.schema import chunked
+
+#: An entity with more than this many relations a hub's passage count is a hub (a shortcut: a passage
+#: states each relation once, and rarely more than this many naming one entity).
+RELATION_CAP = 10
 
 #: Cuts a frontier of relation ids (sorted int64) to the ones a walk continues from.
 IdCut = Callable[[np.ndarray], np.ndarray]
@@ -122,28 +127,56 @@ class MilvusGraph:
     def counts(self) -> Dict[str, int]:
         return self.collections.counts()
 
-    def linked_passages(self, passage_id: str, hub_passages: float, share: float = 0.5) -> List[str]:
-        """As `graph.topic_links`, by queries: the passage's relations, their entities, every relation of
-        those, and every passage stating one of them (with all its relation ids)."""
-        own = [r for row in self.collections.get(PASSAGES, [passage_id], ["relation_ids"]) for r in row.get("relation_ids") or []]
-        named = {e for row in self.collections.get(RELATIONS, own, ["subject_id", "object_id"]) for e in (row["subject_id"], row["object_id"])}
-        of_entity: Dict[int, Set[int]] = {e: set() for e in named}
-        for relation, ends in MilvusExpander(self.collections).relations_of_entities(named).items():
-            for e in set(ends) & named:
-                of_entity[e].add(relation)
-        stating: Dict[str, List[int]] = {}
-        for batch in chunked(sorted(set().union(*of_entity.values())), ID_BATCH):
-            filter_ = f"json_contains_any(relation_ids, {literal_list(batch)})"
-            for row in self.collections.query(PASSAGES, filter_, ["id", "relation_ids"], limit=QUERY_LIMIT):
-                stating[row["id"]] = row.get("relation_ids") or []
+    def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
+        """As `graph.topic_links`, by queries: the passage's relations and their entities, then every
+        relation of those and every passage stating one (with all its relation ids): one query each, with
+        a limit past which an entity must be a hub; a query that reaches it is asked again entity by
+        entity, so that a hub costs bounded queries and is skipped."""
+        hubs = int(hub_limit(self.collections.count(PASSAGES), hub_fraction))
+        own = {r for row in self.collections.get(PASSAGES, [passage_id], ["relation_ids"]) for r in row.get("relation_ids") or []}
+        named = sorted({e for row in self.collections.get(RELATIONS, sorted(own), ["subject_id", "object_id"])
+                        for e in (row["subject_id"], row["object_id"])})
+        # a passage states a relation once: an entity with more than RELATION_CAP × hubs relations is a hub
+        of_entity = {e: rels for e, rels in self._relations_of(named, RELATION_CAP * hubs).items() if rels}
+        stating = self._passages_stating(of_entity, hubs)
         linked: Set[str] = set()
         for relations in of_entity.values():
-            counts = {pid: sum(r in relations for r in rels) for pid, rels in stating.items()}
-            counts = {pid: n for pid, n in counts.items() if n}
-            if len(counts) <= hub_passages:  # hubs are not followed
-                linked.update(pid for pid, n in counts.items() if n >= share * len(stating[pid]))
+            mine = {pid: rels for pid, rels in stating.items() if rels & relations}
+            if len(mine) <= hubs:
+                linked.update(pid for pid, rels in mine.items() if len(rels & relations) >= ABOUT_SHARE * len(rels))
         linked.discard(passage_id)
         return sorted(linked)
+
+    def _relations_of(self, entities: List[int], cap: int) -> Dict[int, Set[int]]:
+        """Each entity's relation ids; an entity with more than `cap` (a hub) maps to none."""
+        if not entities:
+            return {}
+        limit = cap * len(entities) + 1
+        rows = self.collections.query(RELATIONS, f"array_contains_any(entity_ids, {literal_list(entities)})",
+                                      ["id", "subject_id", "object_id"], limit=limit)
+        if len(rows) >= limit and len(entities) > 1:
+            return {e: rels for entity in entities for e, rels in self._relations_of([entity], cap).items()}
+        found: Dict[int, Set[int]] = {e: set() for e in entities}
+        for row in rows:
+            for e in {row["subject_id"], row["object_id"]} & found.keys():
+                found[e].add(row["id"])
+        return {e: (rels if len(rels) <= cap else set()) for e, rels in found.items()}
+
+    def _passages_stating(self, of_entity: Dict[int, Set[int]], hubs: int) -> Dict[str, Set[int]]:
+        """The passages stating a relation of the entities, with their distinct relation ids; past
+        `hubs` passages an entity's are cut (it is a hub, which the caller skips)."""
+        relations = sorted(set().union(*of_entity.values())) if of_entity else []
+        limit = hubs * len(of_entity) + 1
+        stating: Dict[str, Set[int]] = {}
+        for batch in chunked(relations, ID_BATCH):
+            filter_ = f"json_contains_any(relation_ids, {literal_list(batch)})"
+            for row in self.collections.query(PASSAGES, filter_, ["id", "relation_ids"], limit=limit):
+                stating[row["id"]] = set(row.get("relation_ids") or [])
+        if len(stating) >= limit and len(of_entity) > 1:  # one of them is a hub: ask for each alone
+            stating = {}
+            for entity, rels in of_entity.items():
+                stating.update(self._passages_stating({entity: rels}, hubs))
+        return stating
 
     def has_entities(self, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
