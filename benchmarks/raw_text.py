@@ -39,11 +39,11 @@ GRID = {  # (the defaults are 1 pair a sentence, 8 relations a passage, title li
     "one_per_sentence": {"max_relations_per_sentence": 1, "max_relations_per_node": 8},
     "title_only": {"max_relations_per_sentence": 0, "max_relations_per_node": 8},
 }
-#: Session 5 (the hop from the top passage in the default ranking): how names are found. "session4" is
-#: the extractor before initials ("Ann B. Davis") and titles as names ("Mark King (musician)" → "Mark
+#: Session 5 (the hop from the top passage in the default ranking): how names are found. "plain" is
+#: without initials ("Ann B. Davis") and with titles as written (not "Mark King (musician)" → "Mark
 #: King", "The Jump" → "Jump", as mentions are trimmed).
 NAMES = {
-    "session4": {"initials": False, "topic_as_name": False},
+    "plain": {"initials": False, "topic_as_name": False},
     "names": {},
     "names_cap12": {"max_relations_per_node": 12},
 }

@@ -57,11 +57,13 @@ def test_initials_stay_inside_names():
     found = names(CooccurrenceExtractor(link_title=False, max_relations_per_sentence=9).extract(
         "The cast includes Tony Randall, Ann B. Davis and Donna Douglas. M. Ward toured with E. B. White."))
     assert {"Ann B. Davis", "M. Ward", "E. B. White"} <= found and not found & {"Ann B", "Davis", "Ward"}
+    ended = names(CooccurrenceExtractor(link_title=False).extract("He fought in World War I. He moved to Berlin."))
+    assert ended == {"World War I", "Berlin"}  # a capital and a full stop before "He" end a name
 
 
 def test_a_title_is_named_as_other_passages_mention_it():
-    """A qualifier in parentheses and a leading "The" or number are not how other passages name a topic
-    ("the Jump", "Two Dollar Radio" lose them as mentions do), so the hop can reach it by name."""
+    """A qualifier in brackets and a leading article are not how other passages name a topic ("the Jump"
+    loses its article as a mention), so the hop can reach it by name."""
     extractor = CooccurrenceExtractor()
     scaredy = extractor.extract("Scaredy Squirrel (TV series)\nIt airs on YTV in Canada.")
     assert "Scaredy Squirrel" in {t.subject for t in scaredy} and "Scaredy Squirrel (TV series)" not in names(scaredy)
@@ -69,9 +71,10 @@ def test_a_title_is_named_as_other_passages_mention_it():
     assert "Scaredy Squirrel" in names(mention)
     press, novel = extractor.extract("Two Dollar Radio\nIt was founded in Columbus in 2005."), extractor.extract(
         "Grace Krilanovich\nHer novel was published by Two Dollar Radio in 2010.")
-    assert {t.subject for t in press} & names(novel) == {"Dollar Radio"}
+    assert {t.subject for t in press} & names(novel) == {"Two Dollar Radio"}  # a number inside a name stays
     the_jump = extractor.extract("The Jump\nIt follows celebrities on Channel 4.")
     assert "Jump" in {t.subject for t in the_jump} and "The Jump" not in names(the_jump)
+    assert "東京" in {t.subject for t in extractor.extract("東京（曲）\n「東京」は日本の歌。Tokyo Records より発売。")}
     as_written = CooccurrenceExtractor(topic_as_name=False).extract("The Jump\nIt follows celebrities on Channel 4.")
     assert "The Jump" in {t.subject for t in as_written}
 

@@ -76,16 +76,16 @@ class CooccurrenceExtractor(TransformComponent):
     - **Entities** are capitalised word sequences, with lower-case connectors inside them
       ("University of Copenhagen", "Lord of the Rings", "Charles de Gaulle"), numbers after a
       capitalised word ("Apollo 11", "January 1960"), initials ("Ann B. Davis", with `initials`) and,
-      with `years`, four-digit years. Leading function words are dropped ("The Journal of ..." →
-      "Journal of ..."), as are a possessive "'s" and sentence-initial common words ("However", "In").
+      with `years`, four-digit years. Leading articles are dropped ("The Journal of ..." → "Journal of
+      ..."), as are a possessive "'s" and, at the start of a sentence, common words ("However", "In").
     - **Relations**: within each sentence, pairs of entities, nearest first, at most
       `max_relations_per_sentence`; the predicate is the words between them (at most
       `max_predicate_words`; "with" when nothing is between). With `link_title`, the passage's topic
       (`metadata["title"]`, else a short first line without a full stop, as in "Title\\ntext") is linked
       to every entity of the passage, the predicate being the 3 words before and the 3 after it. With
       `topic_as_name`, the topic is named as other passages mention it: without a qualifier in
-      parentheses and trimmed as names are ("Mark King (musician)" → "Mark King", "The Jump" → "Jump"),
-      so that a passage naming it reaches this one. At most `max_relations_per_node` relations a
+      brackets and a leading article ("Mark King (musician)" → "Mark King", "The Jump" → "Jump"), so
+      that a passage naming it reaches this one. At most `max_relations_per_node` relations a
       passage: embedding them is the ingest's cost.
     - **Chinese, Japanese, Korean**: there are no capitals and no spaces, so no spans are guessed from
       the CJK text itself; what is extracted there is the Latin-script names and years inside it, the
@@ -161,14 +161,14 @@ class CooccurrenceExtractor(TransformComponent):
                     j = k + 1
                     continue
                 break
-            span = _trimmed(tokens[i:j])
+            span = _trimmed(tokens[i:j], opens_sentence=i == 0)
             if len(span) > self.max_entity_words:
                 span = span[-self.max_entity_words :]
             if span:
                 name = sentence[span[0][1] : span[-1][2]]
                 name = re.sub(r"['’]s$", "", name)
                 single = len(span) == 1
-                if not (single and (name.lower() in _MONTHS or name.isdigit() or len(name) < 2)):
+                if not (single and (name.lower() in _MONTHS or name.lower() in _COMMON or name.isdigit() or len(name) < 2)):
                     if not (single and span[0][1] == tokens[0][1] and name.lower().endswith(("ly", "ing", "ed"))):
                         found.append((name, span[0][1], span[-1][2]))
             i = j
@@ -180,7 +180,8 @@ class CooccurrenceExtractor(TransformComponent):
         gap = sentence[before[2] : after[1]]
         if _JOIN.fullmatch(gap):
             return True
-        return self.initials and len(before[0]) == 1 and before[0].isupper() and gap in (". ", ".")
+        initial = len(before[0]) == 1 and before[0].isupper() and gap in (". ", ".")
+        return self.initials and initial and after[0].lower() not in _COMMON  # not "World War I. He ..."
 
     def _latin_in_cjk(self, word: str, offset: int) -> List[Tuple[str, int, int]]:
         return [
@@ -254,9 +255,17 @@ class CooccurrenceExtractor(TransformComponent):
         ]
 
 
-def _trimmed(span: List[Tuple[str, int, int]]) -> List[Tuple[str, int, int]]:
-    """A name's tokens without leading function words ("The", "In", "Two") and trailing connectors."""
-    while span and (span[0][0].lower() in _COMMON or span[0][0].lower() in CONNECTORS):
+_ARTICLES = frozenset(("the", "a", "an"))
+# a qualifier in brackets at the end of a title: "Mark King (musician)", "東京（曲）"
+_QUALIFIER = re.compile(r"\s*[(（][^()（）]*[)）]\s*$")
+
+
+def _trimmed(span: List[Tuple[str, int, int]], opens_sentence: bool = True) -> List[Tuple[str, int, int]]:
+    """A name's tokens without trailing connectors and without leading articles ("The Jump" and "the
+    Jump" are one name); at the start of a sentence, where every word is capitalised, without any
+    leading function word ("However", "In", "Two" in "Two of them")."""
+    drop = _COMMON | CONNECTORS if opens_sentence else _ARTICLES | CONNECTORS
+    while span and span[0][0].lower() in drop:
         span = span[1:]
     while span and span[-1][0].lower() in CONNECTORS:
         span = span[:-1]
@@ -264,13 +273,15 @@ def _trimmed(span: List[Tuple[str, int, int]]) -> List[Tuple[str, int, int]]:
 
 
 def _topic(title: str) -> str:
-    """A title as the name its passage is mentioned by elsewhere: without a trailing qualifier in
-    parentheses ("Mark King (musician)" → "Mark King") and trimmed as names are ("The Jump" → "Jump",
-    since "the Jump" names it too); the title itself when nothing would be left."""
-    base = re.sub(r"\s*\([^()]*\)\s*$", "", title.strip()) or title.strip()
+    """A title as the name its passage is mentioned by elsewhere: without qualifiers in brackets at its
+    end ("Mark King (musician)" → "Mark King") and without a leading article ("The Jump" → "Jump", as
+    "the Jump" names it too); the title itself when nothing would be left."""
+    base = title.strip()
+    while _QUALIFIER.search(base) and _QUALIFIER.sub("", base):
+        base = _QUALIFIER.sub("", base)
     tokens = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(base)]
-    span = _trimmed(tokens)
-    return base[span[0][1] : span[-1][2]] if span else base
+    kept = _trimmed(tokens, opens_sentence=False)
+    return base[kept[0][1] :] if kept and kept[0] != tokens[0] else base
 
 
 def _heading(text: str) -> Optional[str]:
