@@ -59,6 +59,18 @@ def test_initials_stay_inside_names():
     assert {"Ann B. Davis", "M. Ward", "E. B. White"} <= found and not found & {"Ann B", "Davis", "Ward"}
     ended = names(CooccurrenceExtractor(link_title=False).extract("He fought in World War I. He moved to Berlin."))
     assert ended == {"World War I", "Berlin"}  # a capital and a full stop before "He" end a name
+    assert names(CooccurrenceExtractor(link_title=False).extract("A. J. Foyt raced Mario Andretti.")) == {
+        "A. J. Foyt", "Mario Andretti"}
+
+
+def test_a_word_capitalised_by_its_place_is_not_part_of_a_name():
+    extract = CooccurrenceExtractor(link_title=False, max_relations_per_sentence=9).extract
+    for text in ("He fought in World War I. In 1919 Smith left Paris.", "Their aim: In 1919 Smith left Paris.",
+                 'He said, "In 1919 Smith left Paris."', "Early career\nIn 1919 Smith left Paris."):
+        assert {"Smith", "Paris"} <= names(extract(text)) and not {"In 1919 Smith", "1919 Smith"} & names(extract(text)), text
+    # mid-sentence, only an article is trimmed: a number or "St" inside a name stays
+    assert names(extract("It was sold by Two Dollar Radio near St Paul's Cathedral.")) == {
+        "Two Dollar Radio", "St Paul's Cathedral"}
 
 
 def test_a_title_is_named_as_other_passages_mention_it():
@@ -75,6 +87,8 @@ def test_a_title_is_named_as_other_passages_mention_it():
     the_jump = extractor.extract("The Jump\nIt follows celebrities on Channel 4.")
     assert "Jump" in {t.subject for t in the_jump} and "The Jump" not in names(the_jump)
     assert "東京" in {t.subject for t in extractor.extract("東京（曲）\n「東京」は日本の歌。Tokyo Records より発売。")}
+    nested = extractor.extract("Mercury (planet (Roman god))\nMercury orbits the Sun.")
+    assert "Mercury" in {t.subject for t in nested} and not any("(" in n for n in names(nested))
     as_written = CooccurrenceExtractor(topic_as_name=False).extract("The Jump\nIt follows celebrities on Channel 4.")
     assert "The Jump" in {t.subject for t in as_written}
 

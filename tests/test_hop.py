@@ -57,8 +57,44 @@ def test_a_hub_is_not_followed(make_store, adjacency):
             for i in range(20)}
     pid = stored(store, {**PASSAGES, **fans})  # the press is now stated in 23 passages: more than 20
     assert store.linked_passages(pid["grace"]) == []
-    assert store.linked_passages(pid["grace"], hub_fraction=0.0) == []  # the floor of 20 passages holds
-    assert store.linked_passages(pid["fan0"]) == []  # Fan 0 is about itself; 1990 is a hub too
+    assert store.linked_passages(pid["grace"], hub_fraction=1.0) == [pid["radio"]]  # 23 passages of 23: no hub
+    assert store.linked_passages(pid["fan0"]) == []  # Fan 0 is about itself; nothing is about Town 0 or 1990
+
+
+@BACKENDS
+def test_an_entity_in_at_most_20_passages_is_never_a_hub(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
+    pid = stored(store)
+    assert store.linked_passages(pid["grace"], hub_fraction=0.0) == [pid["radio"]]  # the floor of 20
+
+
+@BACKENDS
+def test_the_hub_limit_follows_the_passages_stored_now(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
+    fans = {f"fan{i}": (f"Fan {i}.", [("Two Dollar Radio", "is read by", f"Fan {i}"), (f"Fan {i}", "lives in", f"Town {i}"),
+                                      (f"Fan {i}", "likes", f"Band {i}")]) for i in range(18)}
+    others = {f"other{i}": (f"Other {i}.", [(f"Other {i}", "is", f"Thing {i}")]) for i in range(29)}
+    pid = stored(store, {**PASSAGES, **fans, **others})  # the press in 21 of 50 passages
+    assert store.linked_passages(pid["grace"], hub_fraction=0.5) == [pid["radio"]]  # limit 25: no hub
+    for i in range(20):
+        store.delete(f"other{i}")
+    assert store.linked_passages(pid["grace"], hub_fraction=0.5) == []  # 21 of 30 stored: limit 20, a hub
+
+
+def test_the_retrievers_hub_fraction_reaches_the_hop(make_store):
+    store = make_store()
+    fans = {f"fan{i}": (f"Fan {i} of the press.", [("Two Dollar Radio", "is read by", f"Fan {i}"),
+                                                   (f"Fan {i}", "lives in", f"Town {i}"), (f"Fan {i}", "likes", f"Band {i}")])
+            for i in range(20)}  # each names the press in 1 relation of 3: not about it
+    stored(store, {**PASSAGES, **fans})  # the press in 23 passages: a hub at the default 2%
+    question = "Where is the press that published Grace Krilanovich's The Orange Eats Creeps?"
+
+    def hop(**kwargs):
+        run = GraphRAGRetriever(store=store, similarity_top_k=3, reranker=HopRanker(), **kwargs).trace(question)
+        return [n.node.node_id for n in run.nodes]
+
+    assert hop() == ["grace"]  # nothing to hop to
+    assert hop(hub_fraction=1.0) == ["grace", "radio"]
 
 
 @BACKENDS
@@ -115,6 +151,9 @@ def test_hubs_by_relations_or_by_passages_are_skipped_alike(make_store, adjacenc
                                           ("Hub", f"has part {i}c", f"Bit {i}")] + ([("Mid", "appears in", f"Part {i}")] if i < 60 else []))
              for i in range(210)}  # Hub: 630 relations in 210 passages; Mid: 60 relations in 60 passages
     passages = {**crowd, "namer": ("Hub, Mid and Leaf.", [("Hub", "holds", "Mid"), ("Mid", "holds", "Leaf")]),
-                "leaf": ("Leaf grows.", [("Leaf", "grows in", "spring")])}
+                "leaf": ("Leaf grows.", [("Leaf", "grows in", "spring")]),
+                # about Hub and about Mid, but both are hubs (in more than 20 of the 215 passages)
+                "hubpage": ("Hub is big.", [("Hub", "is", "big"), ("Hub", "has", "walls")]),
+                "midpage": ("Mid is small.", [("Mid", "is", "small"), ("Mid", "has", "legs")])}
     pid = stored(store, passages)
     assert store.linked_passages(pid["namer"]) == [pid["leaf"]]

@@ -16,7 +16,7 @@ import numpy as np
 
 import llama_index_graphrag_milvus.snapshot as snapshot_file
 from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_passages
+from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_limit, hub_passages
 from llama_index_graphrag_milvus.graph import (
     expand_from_entities,
     expand_from_relations,
@@ -131,7 +131,8 @@ class MemoryGraph:
         position = cache.passages.lookup([passage_id])
         if position[0] < 0:
             return []
-        return cache.passage_ids(topic_links(graph, int(position[0]), hub_passages(graph, hub_fraction)))
+        hubs = hub_limit(cache.counts()["passages"], hub_fraction)  # stored passages, not every position
+        return cache.passage_ids(topic_links(graph, int(position[0]), hubs))
 
     @property
     def snapshot_used(self) -> bool:

@@ -28,10 +28,6 @@ from llama_index_graphrag_milvus.filters import id_filter, literal_list
 from llama_index_graphrag_milvus.graph import ABOUT_SHARE
 from llama_index_graphrag_milvus.schema import chunked
 
-#: An entity with more than this many relations a hub's passage count is a hub (a shortcut: a passage
-#: states each relation once, and rarely more than this many naming one entity).
-RELATION_CAP = 10
-
 #: Cuts a frontier of relation ids (sorted int64) to the ones a walk continues from.
 IdCut = Callable[[np.ndarray], np.ndarray]
 
@@ -129,50 +125,53 @@ class MilvusGraph:
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
         """As `graph.topic_links`, by queries: the passage's relations and their entities, then every
-        relation of those and every passage stating one (with all its relation ids): one query each, with
-        a limit past which an entity must be a hub; a query that reaches it is asked again entity by
-        entity, so that a hub costs bounded queries and is skipped."""
+        relation of those and every passage stating one (with its relation ids that are stored): one query
+        each when under Milvus' result limit, else asked again entity by entity, so that a hub costs
+        bounded reads and is skipped. An entity in more relations than one query returns (16,383) is
+        taken for a hub without counting its passages; above that many passages a hub may have, some of
+        an entity's passages can be missed."""
         hubs = int(hub_limit(self.collections.count(PASSAGES), hub_fraction))
         own = {r for row in self.collections.get(PASSAGES, [passage_id], ["relation_ids"]) for r in row.get("relation_ids") or []}
         named = sorted({e for row in self.collections.get(RELATIONS, sorted(own), ["subject_id", "object_id"])
                         for e in (row["subject_id"], row["object_id"])})
-        # a passage states a relation once: an entity with more than RELATION_CAP × hubs relations is a hub
-        of_entity = {e: rels for e, rels in self._relations_of(named, RELATION_CAP * hubs).items() if rels}
+        of_entity = {e: rels for e, rels in self._relations_of(named).items() if rels}
         stating = self._passages_stating(of_entity, hubs)
+        stored = {row["id"] for row in self.collections.get(RELATIONS, sorted(set().union(*stating.values())), ["id"])} if stating else set()
         linked: Set[str] = set()
         for relations in of_entity.values():
-            mine = {pid: rels for pid, rels in stating.items() if rels & relations}
+            mine = {pid: rels & stored for pid, rels in stating.items() if rels & relations}
             if len(mine) <= hubs:
                 linked.update(pid for pid, rels in mine.items() if len(rels & relations) >= ABOUT_SHARE * len(rels))
         linked.discard(passage_id)
         return sorted(linked)
 
-    def _relations_of(self, entities: List[int], cap: int) -> Dict[int, Set[int]]:
-        """Each entity's relation ids; an entity with more than `cap` (a hub) maps to none."""
+    def _relations_of(self, entities: List[int]) -> Dict[int, Set[int]]:
+        """Each entity's relation ids; one that has more than a query returns maps to none (a hub)."""
         if not entities:
             return {}
-        limit = cap * len(entities) + 1
         rows = self.collections.query(RELATIONS, f"array_contains_any(entity_ids, {literal_list(entities)})",
-                                      ["id", "subject_id", "object_id"], limit=limit)
-        if len(rows) >= limit and len(entities) > 1:
-            return {e: rels for entity in entities for e, rels in self._relations_of([entity], cap).items()}
+                                      ["id", "subject_id", "object_id"], limit=QUERY_LIMIT)
+        if len(rows) >= QUERY_LIMIT:
+            if len(entities) > 1:
+                return {e: rels for entity in entities for e, rels in self._relations_of([entity]).items()}
+            return {entities[0]: set()}
         found: Dict[int, Set[int]] = {e: set() for e in entities}
         for row in rows:
             for e in {row["subject_id"], row["object_id"]} & found.keys():
                 found[e].add(row["id"])
-        return {e: (rels if len(rels) <= cap else set()) for e, rels in found.items()}
+        return found
 
     def _passages_stating(self, of_entity: Dict[int, Set[int]], hubs: int) -> Dict[str, Set[int]]:
         """The passages stating a relation of the entities, with their distinct relation ids; past
         `hubs` passages an entity's are cut (it is a hub, which the caller skips)."""
         relations = sorted(set().union(*of_entity.values())) if of_entity else []
-        limit = hubs * len(of_entity) + 1
+        limit = min(hubs * len(of_entity) + 1, QUERY_LIMIT)
         stating: Dict[str, Set[int]] = {}
         for batch in chunked(relations, ID_BATCH):
             filter_ = f"json_contains_any(relation_ids, {literal_list(batch)})"
             for row in self.collections.query(PASSAGES, filter_, ["id", "relation_ids"], limit=limit):
                 stating[row["id"]] = set(row.get("relation_ids") or [])
-        if len(stating) >= limit and len(of_entity) > 1:  # one of them is a hub: ask for each alone
+        if len(stating) >= limit and len(of_entity) > 1:  # one of them may be a hub: ask for each alone
             stating = {}
             for entity, rels in of_entity.items():
                 stating.update(self._passages_stating({entity: rels}, hubs))

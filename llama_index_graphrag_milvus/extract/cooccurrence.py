@@ -161,7 +161,11 @@ class CooccurrenceExtractor(TransformComponent):
                     j = k + 1
                     continue
                 break
-            span = _trimmed(tokens[i:j], opens_sentence=i == 0)
+            opens = i == 0 or bool(_OPENS.search(sentence[tokens[i - 1][2] : tokens[i][1]]))
+            initial = j > i + 1 and len(word) == 1 and sentence[tokens[i][2] : tokens[i][2] + 1] == "."
+            span = _trimmed(tokens[i:j], opens_sentence=opens and not initial)  # "A. J. Foyt" keeps its "A"
+            while len(span) > 1 and span[0][0].isdigit():  # "In 1990 Smith left" names Smith
+                span = span[1:]
             if len(span) > self.max_entity_words:
                 span = span[-self.max_entity_words :]
             if span:
@@ -255,9 +259,11 @@ class CooccurrenceExtractor(TransformComponent):
         ]
 
 
-_ARTICLES = frozenset(("the", "a", "an"))
-# a qualifier in brackets at the end of a title: "Mark King (musician)", "東京（曲）"
-_QUALIFIER = re.compile(r"\s*[(（][^()（）]*[)）]\s*$")
+# articles trimmed from a name anywhere ("A" is left: "A. J. Foyt")
+_ARTICLES = frozenset(("the", "an"))
+# what before a word starts a clause, so that its capital says nothing: "aim: In Paris", 'said, "In', "I. In"
+_OPENS = re.compile(r"[.:;!?\"“”(\n]")
+_BRACKETS = {")": "(", "）": "（"}
 
 
 def _trimmed(span: List[Tuple[str, int, int]], opens_sentence: bool = True) -> List[Tuple[str, int, int]]:
@@ -277,11 +283,29 @@ def _topic(title: str) -> str:
     end ("Mark King (musician)" → "Mark King") and without a leading article ("The Jump" → "Jump", as
     "the Jump" names it too); the title itself when nothing would be left."""
     base = title.strip()
-    while _QUALIFIER.search(base) and _QUALIFIER.sub("", base):
-        base = _QUALIFIER.sub("", base)
+    while True:
+        shorter = _without_qualifier(base)
+        if shorter == base or not shorter:
+            break
+        base = shorter
     tokens = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(base)]
     kept = _trimmed(tokens, opens_sentence=False)
-    return base[kept[0][1] :] if kept and kept[0] != tokens[0] else base
+    return base[kept[0][1] : kept[-1][2]] if kept else base
+
+
+def _without_qualifier(title: str) -> str:
+    """`title` without the bracketed group that ends it ("Foo (bar (baz))" → "Foo"), if it ends with one."""
+    if not title or title[-1] not in _BRACKETS:
+        return title
+    depth, closing = 0, title[-1]
+    for i in range(len(title) - 1, -1, -1):
+        if title[i] == closing:
+            depth += 1
+        elif title[i] == _BRACKETS[closing]:
+            depth -= 1
+            if depth == 0:
+                return title[:i].rstrip()
+    return title
 
 
 def _heading(text: str) -> Optional[str]:
