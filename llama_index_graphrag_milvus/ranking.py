@@ -83,6 +83,12 @@ class RankTask:
                 via.setdefault(pid, []).append(relation)
         return via
 
+    @cached_property
+    def own_relation(self) -> Dict[str, List[Scored]]:
+        """Each candidate passage's most similar candidate relation (as a one-item list): the reason a
+        ranking that does not chain gives for it."""
+        return {pid: relations[:1] for pid, relations in self.passage_relations.items()}
+
     def passage_cosines(self, passage_ids: Sequence[str]) -> Dict[str, float]:
         """The question's cosine to each passage (dense retrieval's, else asked once per retrieval)."""
         if not self._cosines:
@@ -191,7 +197,7 @@ class PPRRanker:
     def rank(self, task: RankTask) -> Ranking:
         hood = task.neighbourhood
         candidates = task.candidates()
-        via = {pid: relations[:1] for pid, relations in task.passage_relations.items()}
+        via = task.own_relation
         if not candidates:
             return Ranking(self.name, list(task.dense), via, [])
         sub = entity_passage_subgraph(hood.graph, hood.relations)
@@ -233,7 +239,7 @@ class HopRanker:
         linked = task.store.linked_passages(anchor, task.hub_fraction)
         cosines = task.passage_cosines(linked)
         ranking = [task.dense[0]] + sorted(((p, cosines.get(p, 0.0)) for p in linked), key=lambda kv: -kv[1])
-        via = {pid: relations[:1] for pid, relations in task.passage_relations.items()}
+        via = task.own_relation
         return Ranking(self.name, ranking, via, chosen_relations(via, ranking, task.top_n))
 
 
