@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 setup: $(VENV)/.installed
 
 demo: setup
-	$(BIN)/python -m llama_index_graphrag_milvus.demo
+	$(BIN)/python -m llama_index_graphrag_milvus.bench.demo
 
 test: setup
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile

@@ -19,8 +19,8 @@ from llama_index.core.schema import QueryBundle
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import local_embed_model
-from llama_index_graphrag_milvus.evaluation import CachedEmbedding, load_dataset
-from llama_index_graphrag_milvus.graph import chain_scores, passage_scores
+from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding, load_dataset
+from llama_index_graphrag_milvus.graph.sparse import chain_scores, passage_scores
 from llama_index_graphrag_milvus.schema import passage_id
 from llama_index_graphrag_milvus.ranking import ChainRanker, PPRRanker, Ranking, RankTask
 

@@ -22,9 +22,9 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index_graphrag_milvus.benchmark import run_benchmark  # noqa: E402
-from llama_index_graphrag_milvus.evaluation import KS, paired_difference  # noqa: E402
-from llama_index_graphrag_milvus.extract import CooccurrenceExtractor  # noqa: E402
+from llama_index_graphrag_milvus.bench.benchmark import run_benchmark  # noqa: E402
+from llama_index_graphrag_milvus.bench.evaluation import KS, paired_difference  # noqa: E402
+from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor  # noqa: E402
 
 DATA = {"hotpotqa": "/work/shared/data/hotpotqa", "musique_text_only": "/work/shared/data/musique"}
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,8 +136,8 @@ def ingest_ratio(dataset: str = "hotpotqa", n: int = 300, config: str = "one_per
 
     from llama_index_graphrag_milvus import GraphRAGTransform, MilvusGraphStore
     from llama_index_graphrag_milvus.embeddings import local_embed_model
-    from llama_index_graphrag_milvus.benchmark import dense_ingest_seconds
-    from llama_index_graphrag_milvus.evaluation import load_dataset
+    from llama_index_graphrag_milvus.bench.benchmark import dense_ingest_seconds
+    from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 
     model = local_embed_model()
     model.get_text_embedding_batch(["warm up"] * 64)

@@ -9,8 +9,8 @@ import os as _os
 _os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from llama_index_graphrag_milvus.explain import Explanation
-from llama_index_graphrag_milvus.extract import CooccurrenceExtractor, ExcludeTriplets
-from llama_index_graphrag_milvus.graph import Graph
+from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor, ExcludeTriplets
+from llama_index_graphrag_milvus.graph.sparse import Graph
 from llama_index_graphrag_milvus.index import GraphRAGIndex
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever, Retrieval
 from llama_index_graphrag_milvus.schema import ScoredRelation, Triplet

@@ -132,7 +132,7 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
     from pymilvus import MilvusClient
 
     from llama_index_graphrag_milvus.errors import GraphStoreError
-    from llama_index_graphrag_milvus.milvus import collection_names, is_local_path
+    from llama_index_graphrag_milvus.milvus.collections import collection_names, is_local_path
 
     local = is_local_path(uri)
     if local and not Path(uri).expanduser().exists():
@@ -141,7 +141,7 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
     try:
         client = MilvusClient(uri=path, token=token)
     except Exception as exc:
-        from llama_index_graphrag_milvus import lite
+        from llama_index_graphrag_milvus.milvus import lite
 
         if local and lite.held_by_another_process(path):
             raise lite.held_error(path) from exc
@@ -170,7 +170,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from llama_index_graphrag_milvus.demo import main as demo
+    from llama_index_graphrag_milvus.bench.demo import main as demo
 
     demo(["--uri", args.uri])
 
@@ -180,7 +180,7 @@ EVAL_URI = ".cache/graphrag-milvus/DATASET.db"
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from llama_index_graphrag_milvus.benchmark import run_benchmark
+    from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
 
     if not Path(args.data, "corpus.jsonl").exists() or not Path(args.data, "questions.jsonl").exists():
         raise FileNotFoundError(

@@ -31,8 +31,8 @@ from llama_index.core.response_synthesizers.context_only import ContextOnly
 from llama_index.core.response_synthesizers.no_text import NoText
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
-from llama_index_graphrag_milvus.extract import exclude_from_content
-from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, is_default, resolve_llm
+from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
+from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, is_default, resolve_llm
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
 from llama_index_graphrag_milvus.schema import passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore

@@ -13,7 +13,7 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood
+from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood
 from llama_index_graphrag_milvus.events import (
     GraphRAGDenseSearchEvent,
     GraphRAGEntitySearchEvent,
@@ -22,12 +22,12 @@ from llama_index_graphrag_milvus.events import (
     GraphRAGRelationSearchEvent,
     GraphRAGRerankEvent,
 )
-from llama_index_graphrag_milvus.extract import exclude_from_content
-from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, resolve_llm
-from llama_index_graphrag_milvus.mentions import MAX_MENTIONS, allm_mentions, known_names, llm_mentions
-from llama_index_graphrag_milvus.prompts import NER_PROMPT, RERANK_PROMPT
+from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
+from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
+from llama_index_graphrag_milvus.llm.mentions import aquestion_mentions, question_mentions
+from llama_index_graphrag_milvus.llm.prompts import NER_PROMPT, RERANK_PROMPT
 from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
-from llama_index_graphrag_milvus.schema import Candidate, Retrieval, ScoredRelation, Triplet
+from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class GraphRAGRetriever(BaseRetriever):
        entities to each; the relations and the passages nearest to the whole question.
     2. Expansion of these seeds over the adjacency (`store.expand`): never through hub entities, every
        step cut to the relations most similar to the question.
-    3. A ranker (`ranking.py`) orders the passages: by default the fusion of HippoRAG 2's PageRank and
+    3. A ranker (`ranking`) orders the passages: by default the fusion of HippoRAG 2's PageRank and
        the chain ranking; with `llm`, the relations the LLM picks among the best candidates lift their
        passages within that ranking.
     4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
@@ -173,19 +173,14 @@ class GraphRAGRetriever(BaseRetriever):
     def _entity_search(self, run: Retrieval) -> None:
         """The entities the question names (LLM NER or known names), and the nearest entities to each."""
         start = time.perf_counter()
-        run.mentions = known_names(run.query, self.store.has_entities)
-        if self.llm is not None:  # the LLM's names first; the known names it missed cost nothing
-            run.mentions = _merged(llm_mentions(self.llm, self.ner_prompt, run.query), run.mentions)
+        run.mentions = question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
         vectors = self.store.embed_model.get_text_embedding_batch(run.mentions) if run.mentions else []
         self._search_entities(run, vectors, start)
 
     @dispatcher.span
     async def _aentity_search(self, run: Retrieval) -> None:
         start = time.perf_counter()
-        run.mentions = await asyncio.to_thread(known_names, run.query, self.store.has_entities)
-        if self.llm is not None:
-            named = await allm_mentions(self.llm, self.ner_prompt, run.query)
-            run.mentions = _merged(named, run.mentions)
+        run.mentions = await aquestion_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
         vectors = await self.store.embed_model.aget_text_embedding_batch(run.mentions) if run.mentions else []
         await asyncio.to_thread(self._search_entities, run, vectors, start)
 
@@ -245,10 +240,7 @@ class GraphRAGRetriever(BaseRetriever):
             )
         )
         run.reached = hood.reached
-        run.candidates = [
-            Candidate(r, s, passages)
-            for r, s, passages in zip(hood.relation_ids(), hood.similarities.tolist(), hood.candidate_passages)
-        ]
+        run.candidates = hood.candidates()
         dispatcher.event(
             GraphRAGExpansionEvent(
                 query=run.query, duration_ms=_ms(start), expansion_degree=self.expansion_degree,
@@ -303,12 +295,6 @@ class GraphRAGRetriever(BaseRetriever):
 _Texts = Dict[int, Triplet]
 #: A ranking and the texts of the relations it shows.
 _Ranked = Tuple[Ranking, _Texts]
-
-
-def _merged(first: List[str], then: List[str]) -> List[str]:
-    """`first`, then the names of `then` not in it (case-insensitively)."""
-    seen = {name.lower() for name in first}
-    return (first + [name for name in then if name.lower() not in seen])[:MAX_MENTIONS]
 
 
 def _at_least(minimum: int, **values: int) -> None:

@@ -5,9 +5,9 @@ row holds its text, `ref_doc_id`, metadata and the ids of the relations it state
 edges live on the passage side: a passage states a bounded number of relations, while a relation may be
 stated by any number of passages, and an edge is then written once, atomically with its passage).
 
-The store is a facade over three parts picked once when it opens: the collections (`milvus.py`), the
-graph backend that holds or queries the adjacency (`backends/`), and the vector search (`search.py`).
-Writes and deletes are in `writes.py`.
+The store is a facade over three parts picked once when it opens (`backends.choice`): the collections
+(`milvus.collections`), the graph backend that holds or queries the adjacency (`backends`), and the
+vector search (`milvus.search`). Writes and deletes are in `ingest.writes`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import asyncio
 import logging
 import re
 import threading
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -24,20 +23,17 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-import llama_index_graphrag_milvus.snapshot as snapshot_file
-from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.backends import Expansion, GraphBackend, Neighbourhood
-from llama_index_graphrag_milvus.backends.memory import MemoryGraph
-from llama_index_graphrag_milvus.backends.milvus import MilvusGraph
+from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood
+from llama_index_graphrag_milvus.backends.choice import ADJACENCY_MODES, open_backend
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
-from llama_index_graphrag_milvus.mentions import known_names
-from llama_index_graphrag_milvus.filters import milvus_literal
-from llama_index_graphrag_milvus.milvus import ENTITIES, PASSAGES, RELATIONS, Collections, GraphStoreError, is_local_path
-from llama_index_graphrag_milvus.vector_store import PassageVectorStore
+from llama_index_graphrag_milvus.errors import GraphStoreError
+from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, checked
+from llama_index_graphrag_milvus.ingest.writes import Writer
+from llama_index_graphrag_milvus.llm.mentions import known_names
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
+from llama_index_graphrag_milvus.milvus.filters import milvus_literal
+from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
 from llama_index_graphrag_milvus.schema import ScoredEntity, Triplet
-from llama_index_graphrag_milvus.search import CachedSearch, MilvusSearch, VectorSearch
-from llama_index_graphrag_milvus.rows import MAX_PASSAGE_BYTES, checked
-from llama_index_graphrag_milvus.writes import Writer
 
 __all__ = ["DEFAULT_URI", "MAX_PASSAGE_BYTES", "GraphStoreError", "MilvusGraphStore", "milvus_literal"]
 
@@ -68,7 +64,7 @@ class MilvusGraphStore:
             synonyms, so that chains continue across spellings; None disables the links.
         vector_cache: Keep a float32 copy of the vectors in memory and search it there instead of
             asking Milvus (4·dim bytes per entity, relation and passage; exact numpy while small, faiss
-            above, see `vectors.py`). Defaults to on for Milvus Lite, whose every call is slow, and off
+            above, see `milvus.vectors`). Defaults to on for Milvus Lite, whose every call is slow, and off
             for a server. Needs `adjacency="memory"`.
         adjacency: "memory" (the default) keeps the sparse adjacency in this process, rebuilt on open;
             "milvus" keeps none: writes, deletes and retrieval load the neighbourhood they touch from
@@ -76,7 +72,7 @@ class MilvusGraphStore:
         consistency_level: Of new collections. "Strong" (the default) reads every write at once; on a
             Milvus server "Bounded" or "Session" read faster but may miss writes for a few seconds.
         snapshot: Where to save the in-memory caches on `close()`, so that the next open builds them
-            from that file instead of re-reading every row (see `snapshot.py`). Defaults to
+            from that file instead of re-reading every row (see `milvus.snapshot`). Defaults to
             `<database path>.graphrag-cache/<prefix>.npz` on Milvus Lite and to none on a server, where
             other processes may write; a path turns it on (only if this process is the only writer),
             False turns it off.
@@ -107,7 +103,7 @@ class MilvusGraphStore:
                 f"collection_prefix {collection_prefix!r} is not a valid Milvus collection name start: "
                 "use letters, digits and underscores, starting with a letter or underscore."
             )
-        if adjacency not in ("memory", "milvus"):
+        if adjacency not in ADJACENCY_MODES:
             raise GraphStoreError(f'adjacency must be "memory" or "milvus", got {adjacency!r}')
         self.collection_prefix, self.adjacency = collection_prefix, adjacency
         self.embed_model = resolve_embed_model(embed_model)
@@ -122,7 +118,7 @@ class MilvusGraphStore:
         )
         self.uri = self.collections.uri
         try:
-            self._graph, self._search = self._open_backend(adjacency, vector_cache, snapshot, overwrite)
+            self._graph, self._search = open_backend(self.collections, adjacency, vector_cache, snapshot, overwrite)
             self._graph.open()
         except BaseException:
             self.collections.close()
@@ -130,35 +126,6 @@ class MilvusGraphStore:
         self._writer = Writer(
             self.collections, self._graph, self._search, self.embed_model, self._dim, batch_size, synonym_threshold
         )
-
-    def _open_backend(
-        self, adjacency: str, vector_cache: Optional[bool], snapshot: Optional[str | bool], overwrite: bool
-    ) -> Tuple[GraphBackend, VectorSearch]:
-        """The graph backend and the vector search, chosen once: the only place that reads the settings."""
-        if adjacency == "milvus":
-            if vector_cache:
-                raise GraphStoreError('vector_cache=True needs adjacency="memory": the cache is aligned with it.')
-            return MilvusGraph(self.collections), MilvusSearch(self.collections)
-        cache = GraphCache()
-        cached = self.collections.is_lite if vector_cache is None else vector_cache
-        search: VectorSearch = CachedSearch(cache, self._dim) if cached else MilvusSearch(self.collections)
-        path = self._snapshot_path(snapshot)
-        if overwrite and path is not None:
-            snapshot_file.discard(path)
-        meta = {"prefix": self.collection_prefix, "dim": self._dim, "vectors": cached}
-        return MemoryGraph(self.collections, search, cache, path, meta), search
-
-    def _snapshot_path(self, snapshot: Optional[str | bool]) -> Optional[Path]:
-        if snapshot is None or snapshot is True:
-            if self.collections.is_lite:
-                return Path(f"{self.collections.lite_path}.graphrag-cache") / f"{self.collection_prefix}.npz"
-            if snapshot:
-                raise GraphStoreError(
-                    'snapshot=True needs a file path on a Milvus server, e.g. snapshot="graph.npz" '
-                    "(and only if this process is the only writer)."
-                )
-            return None
-        return Path(snapshot).expanduser() if snapshot else None
 
     # the collections --------------------------------------------------------------------------
     @property

@@ -13,7 +13,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
-from llama_index_graphrag_milvus.extract import (
+from llama_index_graphrag_milvus.ingest.extract import (
     TRIPLETS_KEY,
     CooccurrenceExtractor,
     aextract_triplets,
@@ -21,8 +21,8 @@ from llama_index_graphrag_milvus.extract import (
     exclude_from_content,
     given_triplets,
 )
-from llama_index_graphrag_milvus.llms import DEFAULT, LLMType, resolve_llm
-from llama_index_graphrag_milvus.prompts import TRIPLET_EXTRACT_PROMPT
+from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
+from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.schema import Triplet
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 

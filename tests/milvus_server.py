@@ -314,7 +314,7 @@ def retrieved(store: Any, question: str, k: int) -> list[list[str]]:
 
 def expansion_mismatches(store: Any) -> dict[str, int]:
     """Expansion by Milvus queries against the in-memory walk, from every entity, at degrees 1 and 2."""
-    from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+    from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
     from llama_index_graphrag_milvus.backends.milvus import MilvusExpander
 
     cache = store.backend.cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from llama_index_graphrag_milvus import demo
+from llama_index_graphrag_milvus.bench import demo
 
 
 def test_the_sample_is_package_data():

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from llama_index_graphrag_milvus.benchmark import run_benchmark
+from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 
 from test_retrieval_modes import write_musique_like

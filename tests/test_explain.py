@@ -12,7 +12,7 @@ import pytest
 from llama_index.core.ingestion import IngestionPipeline
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
-from llama_index_graphrag_milvus.drawing import legend_labels
+from llama_index_graphrag_milvus.explain.drawing import legend_labels
 from llama_index_graphrag_milvus.explain import CHOSEN, VIA, Explanation, drawn_relations
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
 from llama_index_graphrag_milvus.schema import normalize_name
@@ -229,7 +229,7 @@ def test_without_synonyms_only_a_names_short_form_shares_its_node_and_labels_kee
 
 _RENDER = """
 import hashlib, pickle, sys
-from llama_index_graphrag_milvus.drawing import draw
+from llama_index_graphrag_milvus.explain.drawing import draw
 with open(sys.argv[1], "rb") as f:
     explanation = pickle.load(f)
 import io

@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 from llama_index_graphrag_milvus.schema import entity_id as e
-from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
 
 
 def chain_graph():

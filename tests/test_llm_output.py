@@ -5,10 +5,10 @@ import logging
 
 import pytest
 
-from llama_index_graphrag_milvus.extract import parse_extraction
-from llama_index_graphrag_milvus.parsing import parse_json_object
-from llama_index_graphrag_milvus.prompts import RERANK_PROMPT
-from llama_index_graphrag_milvus.rerank import llm_rerank, parse_rerank_answer
+from llama_index_graphrag_milvus.ingest.extract import parse_extraction
+from llama_index_graphrag_milvus.llm.parsing import parse_json_object
+from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT
+from llama_index_graphrag_milvus.llm.rerank import llm_rerank, parse_rerank_answer
 from llama_index_graphrag_milvus.schema import ScoredRelation
 
 from conftest import ScriptedLLM

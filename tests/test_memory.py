@@ -5,7 +5,7 @@ import tracemalloc
 
 import numpy as np
 
-from llama_index_graphrag_milvus.adjacency import GraphCache
+from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.schema import passage_id
 
 

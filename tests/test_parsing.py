@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from llama_index_graphrag_milvus.mentions import read_mentions
-from llama_index_graphrag_milvus.parsing import MAX_OBJECT_STARTS, parse_json_object
-from llama_index_graphrag_milvus.prompts import RERANK_PROMPT
-from llama_index_graphrag_milvus.rerank import llm_rerank, parse_rerank_answer
+from llama_index_graphrag_milvus.llm.mentions import read_mentions
+from llama_index_graphrag_milvus.llm.parsing import MAX_OBJECT_STARTS, parse_json_object
+from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT
+from llama_index_graphrag_milvus.llm.rerank import llm_rerank, parse_rerank_answer
 from llama_index_graphrag_milvus.schema import ScoredRelation
 
 from conftest import ScriptedLLM

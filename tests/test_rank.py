@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_milvus.schema import entity_id as e
-from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.graph import (
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.graph.sparse import (
     chain_scores,
     entity_passage_subgraph,
     passage_scores,

@@ -5,7 +5,7 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_graphrag_milvus import GraphRAGTransform
-from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
 from llama_index_graphrag_milvus.backends.milvus import MilvusExpander
 
 

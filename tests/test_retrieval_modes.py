@@ -8,8 +8,8 @@ import pytest
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
-from llama_index_graphrag_milvus.benchmark import run_benchmark
-from llama_index_graphrag_milvus.evaluation import CachedEmbedding
+from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
+from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
 
 QUESTIONS = [EULER_QUESTION, "Who taught Leonhard Euler?", "What did Jakob Bernoulli discover?", "Where is Basel?"]

@@ -3,12 +3,12 @@ against the retriever without an LLM, with the LLM path's ceiling."""
 
 import json
 
-from llama_index_graphrag_milvus.benchmark import run_benchmark
+from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
-from llama_index_graphrag_milvus.prompts import RERANK_PROMPT
-from llama_index_graphrag_milvus.rerank import format_candidates, parse_rerank_answer
+from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT
+from llama_index_graphrag_milvus.llm.rerank import format_candidates, parse_rerank_answer
 from llama_index_graphrag_milvus.schema import ScoredRelation
-from llama_index_graphrag_milvus.scripted import garbage_llm, oracle_llm, random_llm, read_rerank_prompt
+from llama_index_graphrag_milvus.bench.scripted import garbage_llm, oracle_llm, random_llm, read_rerank_prompt
 
 from test_retrieval_modes import write_musique_like
 

@@ -12,7 +12,7 @@ from llama_index.core.schema import Document, TextNode
 
 from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, Triplet
 from llama_index_graphrag_milvus.examples import bernoulli_documents
-from llama_index_graphrag_milvus.llms import DEFAULT, resolve_llm
+from llama_index_graphrag_milvus.llm.resolve import DEFAULT, resolve_llm
 
 from conftest import ScriptedLLM, offered_lines
 
@@ -170,7 +170,7 @@ def test_a_users_mockllm_subclass_set_as_settings_llm_is_used():
 
 
 def test_the_benchmark_never_calls_an_llm_even_with_a_key_set(monkeypatch, tmp_path):
-    from llama_index_graphrag_milvus.benchmark import run_benchmark
+    from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
     from llama_index_graphrag_milvus.embeddings import HashEmbedding
 
     from test_retrieval_modes import write_musique_like

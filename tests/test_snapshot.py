@@ -8,9 +8,9 @@ import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_graphrag_milvus import GraphRAGRetriever
-from llama_index_graphrag_milvus import milvus as milvus_module
-from llama_index_graphrag_milvus import snapshot as snapshot_module
-from llama_index_graphrag_milvus.milvus import Collections
+from llama_index_graphrag_milvus.milvus import collections as milvus_module
+from llama_index_graphrag_milvus.milvus import snapshot as snapshot_module
+from llama_index_graphrag_milvus.milvus.collections import Collections
 from llama_index_graphrag_milvus.examples import bernoulli_documents
 
 from test_store import QUESTION, ingest

@@ -9,7 +9,7 @@ from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeI
 
 from llama_index_graphrag_milvus import ExcludeTriplets, GraphRAGIndex, GraphRAGTransform
 from llama_index_graphrag_milvus.examples import bernoulli_documents
-from llama_index_graphrag_milvus.extract import given_triplets
+from llama_index_graphrag_milvus.ingest.extract import given_triplets
 
 N = 100
 
@@ -132,7 +132,7 @@ def test_the_package_loaders_mark_the_triplets_as_no_text(tmp_path):
     import json
 
     from llama_index_graphrag_milvus.cli import _read_nodes
-    from llama_index_graphrag_milvus.evaluation import load_dataset
+    from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 
     from test_retrieval_modes import write_musique_like
 

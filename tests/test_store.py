@@ -148,7 +148,7 @@ def test_names_with_quotes_backslashes_newlines_and_chinese_are_stored_and_found
 
 
 def test_texts_embedded_shortest_first_come_back_in_their_order():
-    from llama_index_graphrag_milvus.rows import embed
+    from llama_index_graphrag_milvus.ingest.rows import embed
 
     texts = ["a much longer text with many words in it", "short", "mid length text", "x"]
     calls = []

@@ -12,7 +12,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError, MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import bernoulli_documents
-from llama_index_graphrag_milvus.mentions import MAX_QUESTION_WORDS, known_names
+from llama_index_graphrag_milvus.llm.mentions import MAX_QUESTION_WORDS, known_names
 
 EMPTY = {"entities": 0, "relations": 0, "passages": 0}
 

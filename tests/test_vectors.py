@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
-from llama_index_graphrag_milvus import vectors as vectors_module
-from llama_index_graphrag_milvus.vectors import VectorCache
+from llama_index_graphrag_milvus.milvus import vectors as vectors_module
+from llama_index_graphrag_milvus.milvus.vectors import VectorCache
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from llama_index_graphrag_milvus import Graph, MilvusGraphStore
-from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.graph import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
 from llama_index_graphrag_milvus.schema import entity_id, relation_id
 
 #: cProfile buckets of an ingest: label -> the (file name part, function name) pairs it sums.

@@ -14,10 +14,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-import llama_index_graphrag_milvus.snapshot as snapshot_file
-from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_limit, hub_passages
-from llama_index_graphrag_milvus.graph import (
+import llama_index_graphrag_milvus.milvus.snapshot as snapshot_file
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood, hub_limit, hub_passages
+from llama_index_graphrag_milvus.graph.sparse import (
     expand_from_entities,
     expand_from_relations,
     neighbours,
@@ -25,8 +25,8 @@ from llama_index_graphrag_milvus.graph import (
     union,
     unique,
 )
-from llama_index_graphrag_milvus.milvus import ENTITIES, PASSAGES, RELATIONS, Collections
-from llama_index_graphrag_milvus.search import CachedSearch, VectorSearch
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.milvus.search import CachedSearch, VectorSearch
 
 logger = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 
 import numpy as np
 
-from llama_index_graphrag_milvus.adjacency import GraphCache
-from llama_index_graphrag_milvus.backends import Expansion, Neighbourhood, hub_limit, hub_passages
-from llama_index_graphrag_milvus.milvus import (
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood, hub_limit, hub_passages
+from llama_index_graphrag_milvus.milvus.collections import (
     ENTITIES,
     ID_BATCH,
     PASSAGES,
@@ -24,8 +24,8 @@ from llama_index_graphrag_milvus.milvus import (
     RELATIONS,
     Collections,
 )
-from llama_index_graphrag_milvus.filters import id_filter, literal_list
-from llama_index_graphrag_milvus.graph import ABOUT_SHARE
+from llama_index_graphrag_milvus.milvus.filters import id_filter, literal_list
+from llama_index_graphrag_milvus.graph.sparse import ABOUT_SHARE
 from llama_index_graphrag_milvus.schema import chunked
 
 #: Cuts a frontier of relation ids (sorted int64) to the ones a walk continues from.

@@ -1,0 +1,141 @@
+"""The graph backend protocol: what retrieval asks (`Expansion`), what it gets (`Neighbourhood`), the
+hub rule, and `GraphBackend`, which `MemoryGraph` and `MilvusGraph` implement.
+
+Writes and deletes work on `scope(...)`, the part of the adjacency they touch (the whole cache in
+memory, a loaded neighbourhood from Milvus), with the same code for both. Retrieval asks `expand(...)`
+for the candidates and gets a `Neighbourhood` that the rankers read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, List, Protocol, Sequence
+
+import numpy as np
+
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.graph.sparse import Graph
+from llama_index_graphrag_milvus.schema import Candidate
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What retrieval asks the graph for.
+
+    Args:
+        vector: The question's embedding: every step is cut by similarity to it.
+        entities: Seed entity ids (the question's entities).
+        relations: Seed relation ids (the relations nearest to the question).
+        passages: Passage ids whose relations join the candidates (the top dense passages), when
+            `with_context`.
+        degree: Degrees of expansion.
+        cap: Candidates kept, by similarity to the question; also each hop's frontier after the first.
+        with_context: Add the relations of `passages` and the best relations of the synonyms of the
+            candidates' entities (what graph rankings use; the similarity order does not).
+        synonyms: Follow synonym links (with `with_context`).
+        hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20)
+            are hubs: walks do not continue through them.
+    """
+
+    vector: Sequence[float]
+    entities: Sequence[int]
+    relations: Sequence[int]
+    passages: Sequence[str] = ()
+    degree: int = 1
+    cap: int = 300
+    with_context: bool = True
+    synonyms: bool = True
+    hub_fraction: float = 0.02
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """The candidates of one retrieval and the adjacency around them, as the rankers read it.
+
+    `graph` is an immutable snapshot whose positions `cache` maps to ids (the store's whole adjacency,
+    or the neighbourhood loaded from Milvus). `relations` are the candidates' positions, best first by
+    `similarities` (cosine to the question).
+    """
+
+    graph: Graph
+    cache: GraphCache
+    relations: np.ndarray
+    similarities: np.ndarray
+    hub_passages: float
+    reached: int = 0
+
+    def relation_ids(self) -> List[int]:
+        """The candidates' ids, best first."""
+        return self.cache.relations.ids_at(self.relations)
+
+    def passage_ids(self, positions: np.ndarray) -> List[str]:
+        return self.cache.passage_ids(positions)
+
+    def passages_of(self, relation_id: int) -> List[str]:
+        """The passages stating a relation."""
+        return self.cache.passages_of_relation(relation_id)
+
+    def candidates(self) -> List[Candidate]:
+        """The candidates as records: id, cosine to the question, the passages stating it; best first."""
+        return [
+            Candidate(r, s, passages)
+            for r, s, passages in zip(self.relation_ids(), self.similarities.tolist(), self.candidate_passages)
+        ]
+
+    @cached_property
+    def candidate_passages(self) -> List[List[str]]:
+        """The passages stating each candidate, in the candidates' order (one gather for all)."""
+        block = self.graph.relation_passage[self.relations]
+        ids = self.passage_ids(block.indices)
+        return [ids[start:end] for start, end in zip(block.indptr[:-1].tolist(), block.indptr[1:].tolist())]
+
+
+
+def hub_passages(graph: Graph, fraction: float) -> float:
+    """Entities stated in more passages than this are hubs."""
+    return hub_limit(graph.shape[2], fraction)
+
+
+def hub_limit(passages: int, fraction: float) -> float:
+    """Entities stated in more than this many of `passages` passages are hubs."""
+    return max(20.0, fraction * passages)
+
+
+class GraphBackend(Protocol):
+    """The adjacency of a store, wherever it lives."""
+
+    def open(self) -> None:
+        """Build what the backend keeps in memory (nothing, for Milvus)."""
+
+    def close(self) -> None:
+        """Save what lets the next open be fast (the snapshot file), if anything."""
+
+    def reset(self) -> None:
+        """Forget everything: the store was cleared."""
+
+    def writing(self) -> None:
+        """A write is about to change Milvus: anything saved about it is stale from now on."""
+
+    def written(self, generation: str) -> None:
+        """The write finished whole: the adjacency holds Milvus' state `generation`."""
+
+    def scope(
+        self, passage_ids: Sequence[str] = (), relation_ids: Sequence[int] = (), entity_ids: Sequence[int] = ()
+    ) -> GraphCache:
+        """The adjacency a write or a delete of these rows reads and updates: the given passages and the
+        relations they state, every passage stating those, the relations' entities and every relation
+        of those (and of `entity_ids`), with their synonym links."""
+
+    def has_entities(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each entity id is stored."""
+
+    def expand(self, request: Expansion) -> Neighbourhood:
+        """The candidate relations of a retrieval and the adjacency around them."""
+
+    def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
+        """The passages about an entity that `passage_id` names (see `graph.topic_links`); hubs are the
+        entities stated in more than `hub_fraction` of the store's passages (and in more than 20)."""
+
+    def counts(self) -> Dict[str, int]:
+        """Rows the adjacency knows of (the cache's, or Milvus' counts)."""

@@ -1,0 +1,102 @@
+"""The benchmark's report: paired differences against dense and against no LLM, the Markdown table, the chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict
+
+import numpy as np
+
+from llama_index_graphrag_milvus.bench.evaluation import KS, Dataset, MethodResult, paired_difference
+
+
+def printable(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """A method's arguments as JSON can hold them (an LLM by its class name)."""
+    return {k: v if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__ for k, v in kwargs.items()}
+
+
+def compared(results: Dict[str, MethodResult], dataset: Dataset) -> Dict[str, Any]:
+    """The methods' figures, their paired differences against dense, and the per-question recalls."""
+    return {
+        "methods": {name: r.as_dict() for name, r in results.items()},
+        "vs_dense": {
+            name: paired_difference(r.per_question, results["dense"].per_question)
+            for name, r in results.items()
+            if name != "dense"
+        },
+        # an LLM's effect is measured against the same retriever without it
+        "vs_graphrag": {
+            name: paired_difference(r.per_question, results["graphrag"].per_question)
+            for name, r in results.items()
+            if name.startswith("llm_") and "graphrag" in results
+        },
+        "per_question": {
+            name: {f"recall@{k}": [round(s[k], 3) for s in r.per_question] for k in KS} for name, r in results.items()
+        },
+        "question_ids": [q["id"] for q in dataset.questions],
+    }
+
+
+def write(report: Dict[str, Any], out: Path, chart: bool, log: Callable[[str], None]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    log(format_table(report))
+    if chart:
+        draw_chart(report, out.with_suffix(".png"))
+    log(f"\nresults: {out}" + (f" (chart: {out.with_suffix('.png')})" if chart else ""))
+
+
+def format_table(report: Dict[str, Any]) -> str:
+    """The results as a Markdown table."""
+    lines = [
+        f"{report['dataset']}: {report['questions']} questions, {report['passages']} passages, "
+        f"ingest {report['ingest_s']}s",
+        "",
+        "| method | R@2 | R@5 | R@10 | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, m in report["methods"].items():
+        lines.append(
+            f"| {name} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
+            f"| {m['p50_ms']} | {m['p95_ms']} |"
+        )
+    for key, title in (("vs_dense", "vs dense (95% bootstrap CI; won/lost)"),
+                       ("vs_graphrag", "vs graphrag without an LLM (95% CI; won/lost)")):
+        if report.get(key):
+            lines += ["", f"| {title} | R@2 | R@5 | R@10 |", "|---|---|---|---|"]
+            for name, d in report[key].items():
+                cells = [
+                    f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]; {c['won']}/{c['lost']}"
+                    for c in (d[f"recall@{k}"] for k in KS)
+                ]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if report.get("ceiling"):
+        c = report["ceiling"]
+        lines += ["", f"LLM ceiling (gold passages in the no-LLM top {max(KS)}, or stated by a relation): by a candidate "
+                  f"{c['gold_passages_among_candidates']:.1%}, by one offered to the LLM {c['gold_passages_among_offered']:.1%}."]
+    return "\n".join(lines)
+
+
+def draw_chart(report: Dict[str, Any], path: str | Path) -> None:
+    """A grouped bar chart of Recall@2/5/10 per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["methods"])
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(names) + 2), 4))
+    width = 0.8 / len(KS)
+    for i, k in enumerate(KS):
+        values = [report["methods"][n][f"recall@{k}"] for n in names]
+        bars = ax.bar(np.arange(len(names)) + i * width, values, width, label=f"Recall@{k}")
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_xticks(np.arange(len(names)) + width * (len(KS) - 1) / 2, names, fontsize=9)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("recall")
+    ax.set_title(f"{report['dataset']}: {report['questions']} questions, {report['embed_model'].split('/')[-1]}")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,153 @@
+"""Scripted LLMs that stand in for real ones in benchmarks: they read the rerank prompt as a model would
+(the offered relations are the lines `[id] text` after the example) and answer in its JSON.
+
+- `oracle_llm(gold)`: picks exactly the offered relations that the question's gold passages state;
+- `random_llm(n)`: picks `n` offered relations at random (a weak model);
+- `garbage_llm()`: answers prose, never JSON (a broken model).
+
+NER prompts get `{"named_entities": []}` (the retriever still matches the known names in the question).
+`scripted_methods` and `llm_ceiling` measure the LLM path with them in the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any, Callable, Dict, List, Set, Tuple
+
+import numpy as np
+
+from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.schema import QueryBundle
+
+from llama_index_graphrag_milvus.bench.evaluation import KS, Dataset
+from llama_index_graphrag_milvus.schema import passage_id
+
+_LINE = re.compile(r"^\[(\d+)\] (.*)$", re.M)
+_QUESTION = re.compile(r"^Question: (.*)$", re.M)
+
+
+def read_rerank_prompt(prompt: str) -> Tuple[str, List[Tuple[int, str]]]:
+    """The question and the offered `(id, text)` lines of the real task in a rerank prompt."""
+    task = prompt.split("Now the real task.", 1)[-1]
+    question = _QUESTION.search(task)
+    return (question.group(1).strip() if question else ""), [(int(n), t) for n, t in _LINE.findall(task)]
+
+
+class ScriptedLLM(CustomLLM):
+    """Answers rerank prompts with `choose(question, offered [(id, text)]) -> ids` (None: `fallback`);
+    NER prompts with no names; anything else with `fallback`."""
+
+    choose: Callable[..., Any]
+    fallback: str = "I cannot answer that."
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        if '"named_entities"' in prompt:
+            return CompletionResponse(text=json.dumps({"named_entities": []}))
+        if '"useful_relationships"' in prompt:
+            question, offered = read_rerank_prompt(prompt)
+            chosen = self.choose(question, offered)
+            if chosen is None:
+                return CompletionResponse(text=self.fallback)
+            texts = dict(offered)
+            lines = [f"[{n}] {texts[n]}" for n in chosen if n in texts]
+            answer = {"thought_process": "scripted", "useful_relationships": lines, "ids": list(chosen)}
+            return CompletionResponse(text=json.dumps(answer))
+        return CompletionResponse(text=self.fallback)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        yield self.complete(prompt)
+
+
+def normalized(text: str) -> str:
+    """Lower case, whitespace collapsed: how the oracle compares relation texts."""
+    return " ".join(text.lower().split())
+
+
+def oracle_llm(gold: Dict[str, Set[str]]) -> ScriptedLLM:
+    """Picks the offered relations whose text is one of `gold[question]` (normalised), in offered order."""
+    wanted = {normalized(q): {normalized(t) for t in texts} for q, texts in gold.items()}
+
+    def choose(question: str, offered: List[Tuple[int, str]]) -> List[int]:
+        stated = wanted.get(normalized(question), set())
+        return [n for n, text in offered if normalized(text) in stated]
+
+    return ScriptedLLM(choose=choose)
+
+
+def random_llm(n: int = 3, seed: int = 0) -> ScriptedLLM:
+    """Picks `n` offered relations at random (seeded by the question, so runs repeat)."""
+
+    def choose(question: str, offered: List[Tuple[int, str]]) -> List[int]:
+        rng = random.Random(f"{seed}\x1f{question}")
+        return [number for number, _ in rng.sample(offered, min(n, len(offered)))]
+
+    return ScriptedLLM(choose=choose)
+
+
+def garbage_llm() -> ScriptedLLM:
+    """Never answers JSON."""
+    return ScriptedLLM(choose=lambda question, offered: None, fallback="Sure! Here are some thoughts: [unclear]")
+
+
+# measuring the LLM path ----------------------------------------------------------------------------
+def _stored_ids(dataset: Dataset) -> Dict[str, str]:
+    """The store's passage id of each corpus passage."""
+    return {n.node_id: passage_id(n.ref_doc_id or n.node_id, n.text) for n in dataset.nodes}
+
+
+def _gold_relations(store: Any, dataset: Dataset) -> Dict[str, List[int]]:
+    """For each question, the relations its gold passages state."""
+    stored = _stored_ids(dataset)
+    wanted = sorted({stored[g] for q in dataset.questions for g in q["gold_ids"] if g in stored})
+    rows = {row["id"]: row["relation_ids"] for row in store.collections.get("passages", wanted, ["id", "relation_ids"])}
+    return {
+        q["question"]: sorted({r for g in q["gold_ids"] for r in rows.get(stored.get(g, ""), [])})
+        for q in dataset.questions
+    }
+
+
+def scripted_methods(store: Any, dataset: Dataset) -> Dict[str, Dict[str, Any]]:
+    """The default retriever with scripted LLMs (an oracle, 3 random picks, garbage)."""
+    gold = _gold_relations(store, dataset)
+    texts = store.describe(sorted({r for rs in gold.values() for r in rs}))
+    oracle = oracle_llm({q: {texts[r].text for r in rs if r in texts} for q, rs in gold.items()})
+    return {"llm_oracle": {"llm": oracle}, "llm_random3": {"llm": random_llm(3)}, "llm_garbage": {"llm": garbage_llm()}}
+
+
+def llm_ceiling(store: Any, dataset: Dataset, vectors: List[List[float]]) -> Dict[str, Any]:
+    """The room of the LLM path: the share of gold passages that some candidate relation of the default
+    retriever states, and the share that some relation offered to the LLM states (what a perfect pick
+    can lift), both with the gold passages already in the no-LLM top k counted too."""
+    from llama_index_graphrag_milvus import GraphRAGRetriever
+
+    offered: List[str] = []
+    recorder = ScriptedLLM(choose=lambda question, lines: offered.extend(t for _, t in lines) and None)
+    # the recorder never answers, so its retrieval is exactly the one without an LLM
+    with_llm = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=recorder)
+    stored = _stored_ids(dataset)
+    shares: Dict[str, List[float]] = {"candidates": [], "offered": []}
+    for question, vector in zip(dataset.questions, vectors):
+        offered.clear()
+        run = with_llm.trace(QueryBundle(query_str=question["question"], embedding=vector))
+        top = {n.node.node_id for n in run.nodes}
+        shown = {" ".join(t.lower().split()) for t in offered}
+        by_candidates = {p for c in run.candidates for p in c.passage_ids}
+        texts = store.describe([c.id for c in run.candidates])
+        by_offered = {p for c in run.candidates if c.id in texts and " ".join(texts[c.id].text.lower().split()) in shown
+                      for p in c.passage_ids}
+        gold = set(question["gold_ids"])
+        for key, reached in (("candidates", by_candidates), ("offered", by_offered)):
+            shares[key].append(sum(g in top or stored.get(g) in reached for g in gold) / len(gold))
+    return {
+        "gold_passages_among_candidates": round(float(np.mean(shares["candidates"])), 4),
+        "gold_passages_among_offered": round(float(np.mean(shares["offered"])), 4),
+    }

@@ -1,0 +1,123 @@
+"""The entities a question names: known entity names found in its text, or an LLM's named-entity answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any, Callable, List, Optional
+
+import numpy as np
+from llama_index.core.llms.llm import LLM
+from llama_index.core.prompts import PromptTemplate
+
+from llama_index_graphrag_milvus.llm.parsing import parse_json_object, string_list
+from llama_index_graphrag_milvus.schema import entity_id, normalize_name
+
+logger = logging.getLogger(__name__)
+
+#: Words of a question read for known names; the rest is ignored (a question is not a document).
+MAX_QUESTION_WORDS = 512
+#: Characters of a run of CJK text read for known names.
+MAX_CJK_CHARACTERS = 1024
+#: Mentions kept from an LLM's answer.
+MAX_MENTIONS = 20
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_MAX_CJK_NAME = 16
+_STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from had has have he her his how in is it its of on or "
+    "she that the their them they this to was were what when where which who whom whose why will with".split()
+)
+
+#: Whether each entity id (int64 array) is stored: the store's `has_entities`.
+IsKnown = Callable[[np.ndarray], np.ndarray]
+
+
+def known_names(text: str, is_known: IsKnown, max_words: int = 6) -> List[str]:
+    """Known entity names occurring in `text`: longest matches first, non-overlapping, normalized.
+
+    Every candidate n-gram is looked up in one call of `is_known`, so the cost follows the question's
+    length (capped at `MAX_QUESTION_WORDS` words and `MAX_CJK_CHARACTERS` a CJK run), never the graph.
+    """
+    words = [normalize_name(w) for w in _WORD.findall(text)[:MAX_QUESTION_WORDS]]
+    spans = [(i, n) for i in range(len(words)) for n in range(1, min(max_words, len(words) - i) + 1)]
+    found = _greedy(words, spans, " ".join, is_known, skip=lambda name, n: n == 1 and name in _STOPWORDS)
+    # scripts written without spaces (Chinese, Japanese, Korean): longest known names within each run
+    for run in _CJK_RUN.findall(normalize_name(text)):
+        run = run[:MAX_CJK_CHARACTERS]
+        spans = [(i, n) for i in range(len(run)) for n in range(2, min(_MAX_CJK_NAME, len(run) - i) + 1)]
+        found += _greedy(list(run), spans, "".join, is_known)
+    return list(dict.fromkeys(found))
+
+
+def _greedy(tokens: List[str], spans: List[tuple], join: Callable, is_known: IsKnown, skip: Any = None) -> List[str]:
+    """Left to right, the longest known span at each position (spans are (start, length))."""
+    if not spans:
+        return []
+    names = [join(tokens[i : i + n]) for i, n in spans]
+    known = is_known(np.fromiter((entity_id(name) for name in names), np.int64, len(names)))
+    best = {}
+    for (i, n), name, hit in zip(spans, names, known.tolist()):
+        if hit and not (skip and skip(name, n)) and n > best.get(i, (0, ""))[0]:
+            best[i] = (n, name)
+    found, i = [], 0
+    while i < len(tokens):
+        if i in best:
+            found.append(best[i][1])
+            i += best[i][0]
+        else:
+            i += 1
+    return found
+
+
+def read_mentions(answer: Any) -> List[str]:
+    """The names (the strings) in an NER answer `{"named_entities": [...]}`, also fenced or with prose
+    around it. Raises `ValueError` if there is no such list."""
+    mentions = string_list(parse_json_object(answer), "named_entities")
+    return list(dict.fromkeys(m.strip() for m in mentions if m.strip()))[:MAX_MENTIONS]
+
+
+def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> List[str]:
+    """The entities an LLM names in `query`; none when its answer is unusable (with a warning)."""
+    answer: Optional[str] = None
+    try:
+        answer = llm.predict(prompt, query_str=query)
+        return read_mentions(answer)
+    except Exception as exc:
+        return _fallback(exc, answer)
+
+
+async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> List[str]:
+    """Async `llm_mentions`."""
+    answer: Optional[str] = None
+    try:
+        answer = await llm.apredict(prompt, query_str=query)
+        return read_mentions(answer)
+    except Exception as exc:
+        return _fallback(exc, answer)
+
+
+def question_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> List[str]:
+    """The entities a question names: with an LLM, its names first, then the known names it missed (they
+    cost nothing); without one, the known names."""
+    known = known_names(query, is_known)
+    return known if llm is None else _merged(llm_mentions(llm, prompt, query), known)
+
+
+async def aquestion_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> List[str]:
+    """Async `question_mentions`: the known names are matched off the event loop."""
+    known = await asyncio.to_thread(known_names, query, is_known)
+    return known if llm is None else _merged(await allm_mentions(llm, prompt, query), known)
+
+
+def _merged(first: List[str], then: List[str]) -> List[str]:
+    """`first`, then the names of `then` not in it (case-insensitively)."""
+    seen = {name.lower() for name in first}
+    return (first + [name for name in then if name.lower() not in seen])[:MAX_MENTIONS]
+
+
+def _fallback(exc: Exception, answer: Any) -> List[str]:
+    logger.warning("LLM NER unusable (%s); the known entity names in the question stand. Answer: %.300r", exc, answer)
+    return []

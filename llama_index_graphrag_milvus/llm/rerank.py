@@ -1,0 +1,88 @@
+"""Reranking candidate relations with an LLM (one-shot chain of thought, JSON).
+
+LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and an unusable
+answer chooses nothing (`by_llm` False), with a warning: the ranking without the LLM then stands.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import List, Optional, Sequence
+
+from llama_index.core.llms.llm import LLM
+from llama_index.core.prompts import PromptTemplate
+
+from llama_index_graphrag_milvus.llm.parsing import offered_ids, parse_json_object
+from llama_index_graphrag_milvus.schema import ScoredRelation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RerankResult:
+    """The chosen relations, best first, and the model's reasoning when an LLM chose them."""
+
+    relations: List[ScoredRelation]
+    thought_process: Optional[str] = None
+    by_llm: bool = False
+
+
+def format_candidates(candidates: Sequence[ScoredRelation]) -> str:
+    """The candidates as prompt lines `[n] relation text`, numbered from 1."""
+    return "\n".join(f"[{n}] {' '.join(c.text.split())}" for n, c in enumerate(candidates, start=1))
+
+
+def parse_rerank_answer(
+    answer: str, candidates: Sequence[ScoredRelation], top_n: Optional[int] = None
+) -> RerankResult:
+    """Read `{"thought_process": ..., "useful_relationships": ["[n] ...", ...], "ids": [n, ...]}`.
+
+    Either list may be missing. Every offered relation the answer names is kept, in the LLM's order
+    (`useful_relationships` first, then `ids`), scored 1 / (1 + rank); `top_n` is only the prompt's and is
+    not applied here. Raises `ValueError` if neither is a list, or they name none of the offered relations."""
+    value = parse_json_object(answer)
+    lists = [value[key] for key in ("useful_relationships", "ids") if isinstance(value.get(key), list)]
+    if not lists:
+        raise ValueError(f"expected 'useful_relationships' or 'ids' to be a list, got {value!r:.200}")
+    chosen = offered_ids([item for items in lists for item in items], len(candidates))
+    if not chosen:
+        raise ValueError("it names none of the offered relationships")
+    thought = value.get("thought_process")
+    ranked = [replace(candidates[n - 1], score=1.0 / (1 + rank)) for rank, n in enumerate(chosen)]
+    return RerankResult(ranked, thought if isinstance(thought, str) else None, by_llm=True)
+
+
+def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
+    logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
+    return RerankResult([])
+
+
+def llm_rerank(
+    llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
+) -> RerankResult:
+    """Rerank with the one-shot chain-of-thought prompt."""
+    if not candidates:
+        return RerankResult([])
+    answer: object = None
+    try:
+        answer = llm.predict(prompt, query_str=query, relationships=format_candidates(candidates), top_n=top_n)
+        return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
+    except Exception as exc:  # a failing or garbled LLM must not fail retrieval
+        return _fallback(exc, answer, candidates, top_n)
+
+
+async def allm_rerank(
+    llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
+) -> RerankResult:
+    """Async `llm_rerank`."""
+    if not candidates:
+        return RerankResult([])
+    answer: object = None
+    try:
+        answer = await llm.apredict(
+            prompt, query_str=query, relationships=format_candidates(candidates), top_n=top_n
+        )
+        return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
+    except Exception as exc:
+        return _fallback(exc, answer, candidates, top_n)

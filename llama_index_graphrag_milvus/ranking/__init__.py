@@ -1,0 +1,32 @@
+"""Rankers: how the candidate relations of a retrieval order its passages, behind one protocol.
+
+- `ChainRanker`: each candidate scores its similarity plus that of its best
+  neighbouring candidate (sharing an entity or a synonym), so two-step chains count; a passage scores
+  its dense similarity plus `graph_weight` times its best relation's chain score.
+- `PPRRanker`: HippoRAG 2's personalized PageRank on the candidates' entity–passage subgraph, restarting
+  at the entities of the relations most similar to the question and at the passages, by dense similarity.
+- `HopRanker`: the top dense passage, then the passages about the entities it names: a bridge
+  question's second hop.
+- `FusedRanker` (the default): reciprocal rank fusion of PPR, chain and hop.
+- `SimilarityRanker`: the notebook's order: the passages of the most similar relations, then dense.
+- `LLMRanker`: an LLM picks relations among the best of another ranker (`base`, default fused), in a
+  one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion in the hop's place. An
+  unusable answer gives exactly the base ranking.
+
+A user can pass any object with `name`, `needs_context` and `rank` (and optionally `arank`).
+
+May import: `backends.base` (the `Neighbourhood` read), `graph` (the pure functions), `llm`, `schema`.
+"""
+
+from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, arank, chosen_relations, fuse
+from llama_index_graphrag_milvus.ranking.chain import ChainRanker
+from llama_index_graphrag_milvus.ranking.fused import FusedRanker, ranker_named
+from llama_index_graphrag_milvus.ranking.hop import HopRanker
+from llama_index_graphrag_milvus.ranking.llm import LLMRanker
+from llama_index_graphrag_milvus.ranking.ppr import PPRRanker
+from llama_index_graphrag_milvus.ranking.similarity import SimilarityRanker
+
+__all__ = [
+    "ChainRanker", "FusedRanker", "HopRanker", "LLMRanker", "PPRRanker", "Ranker", "Ranking", "RankTask", "Scored",
+    "SimilarityRanker", "arank", "chosen_relations", "fuse", "ranker_named",
+]

@@ -1,0 +1,74 @@
+"""`FusedRanker`, the default ranking (PPR, chain and hop, fused), and the rankers named by a string."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, arank, chosen_relations, fuse
+from llama_index_graphrag_milvus.ranking.chain import ChainRanker
+from llama_index_graphrag_milvus.ranking.hop import HopRanker
+from llama_index_graphrag_milvus.ranking.ppr import PPRRanker
+from llama_index_graphrag_milvus.ranking.similarity import SimilarityRanker
+
+
+@dataclass
+class FusedRanker:
+    """Reciprocal rank fusion of several rankings: a passage scores the sum over the rankings of
+    weight / (k + its rank). The default without an LLM fuses HippoRAG 2's PPR, the chain ranking (each
+    of which already holds dense similarity) and the hop from the top dense passage; with k = 5 the top
+    of each ranking counts most.
+
+    Args:
+        rankers: The rankings fused (default: `PPRRanker()`, `ChainRanker()` and `HopRanker()`).
+        weights: One per ranker (default: 1 each).
+        k: The rank offset of the fusion.
+    """
+
+    rankers: Sequence[Ranker] = field(default_factory=lambda: (PPRRanker(), ChainRanker(), HopRanker()))
+    weights: Optional[Sequence[float]] = None
+    k: int = 5
+    name: str = "fused"
+
+    def __post_init__(self) -> None:
+        if not self.rankers:
+            raise ValueError("FusedRanker needs at least one ranker")
+        if self.weights is not None and len(self.weights) != len(self.rankers):
+            raise ValueError(f"FusedRanker: {len(self.weights)} weights for {len(self.rankers)} rankers; give one each")
+
+    @property
+    def needs_context(self) -> bool:
+        return any(r.needs_context for r in self.rankers)
+
+    def rank(self, task: RankTask) -> Ranking:
+        return self._fuse(task, [r.rank(task) for r in self.rankers])
+
+    async def arank(self, task: RankTask) -> Ranking:
+        return self._fuse(task, [await arank(r, task) for r in self.rankers])
+
+    def _fuse(self, task: RankTask, rankings: List[Ranking]) -> Ranking:
+        weights = list(self.weights) if self.weights is not None else [1.0] * len(rankings)
+        parts = [(r.name, [pid for pid, _ in r.passages], w) for r, w in zip(rankings, weights)]
+        fused = fuse([(ids, w) for _, ids, w in parts], self.k)
+        # a passage's reasons: those of the ranking that put it highest (on a tie, the longer chain)
+        via: Dict[str, List[Scored]] = {}
+        best: Dict[str, Tuple[int, int]] = {}
+        for ranking in rankings:
+            for rank, (pid, _) in enumerate(ranking.passages):
+                reasons = ranking.via.get(pid)
+                if reasons and (pid not in best or (rank, -len(reasons)) < best[pid]):
+                    best[pid], via[pid] = (rank, -len(reasons)), reasons
+        return Ranking(self.name, fused, via, chosen_relations(via, fused, task.top_n), parts=parts, k=self.k)
+
+
+def ranker_named(name: str, graph_weight: float = 0.3, synonyms: bool = True) -> Ranker:
+    """The ranker a string names: "fused" (PPR, chain and hop), "chain", "ppr" or "similarity"."""
+    if name == "fused":
+        return FusedRanker((PPRRanker(), ChainRanker(graph_weight=graph_weight, synonyms=synonyms), HopRanker()))
+    if name == "chain":
+        return ChainRanker(graph_weight=graph_weight, synonyms=synonyms)
+    if name == "ppr":
+        return PPRRanker()
+    if name == "similarity":
+        return SimilarityRanker()
+    raise ValueError(f"reranker must be one of fused, chain, ppr, similarity, or a Ranker; got {name!r}")
