@@ -132,7 +132,7 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
     from pymilvus import MilvusClient
 
     from llama_index_graphrag_milvus.errors import GraphStoreError
-    from llama_index_graphrag_milvus.milvus.collections import collection_names, is_local_path
+    from llama_index_graphrag_milvus.milvus.collections import KINDS, collection_names, is_local_path
 
     local = is_local_path(uri)
     if local and not Path(uri).expanduser().exists():
@@ -148,7 +148,7 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
         raise
     try:
         present = set(client.list_collections())
-        names = collection_names(prefix)
+        names = {kind: name for kind, name in collection_names(prefix).items() if kind in KINDS}
         if not set(names.values()) <= present:
             prefixes = sorted(n[: -len("_entities")] for n in present if n.endswith("_entities"))
             raise GraphStoreError(

@@ -27,9 +27,11 @@ from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, N
 from llama_index_graphrag_milvus.backends.choice import ADJACENCY_MODES, open_backend
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
 from llama_index_graphrag_milvus.errors import GraphStoreError
+from llama_index_graphrag_milvus.ingest.adjacency import ensure_index
 from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, checked
 from llama_index_graphrag_milvus.ingest.writes import Writer
 from llama_index_graphrag_milvus.llm.mentions import known_names
+from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
 from llama_index_graphrag_milvus.milvus.filters import milvus_literal
 from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
@@ -120,6 +122,7 @@ class MilvusGraphStore:
         try:
             self._graph, self._search = open_backend(self.collections, adjacency, vector_cache, snapshot, overwrite)
             self._graph.open()
+            ensure_index(AdjacencyIndex(self.collections))
         except BaseException:
             self.collections.close()
             raise

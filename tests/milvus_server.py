@@ -313,24 +313,28 @@ def retrieved(store: Any, question: str, k: int) -> list[list[str]]:
 
 
 def expansion_mismatches(store: Any) -> dict[str, int]:
-    """Expansion by Milvus queries against the in-memory walk, from every entity, at degrees 1 and 2."""
-    from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
-    from llama_index_graphrag_milvus.backends.milvus import MilvusExpander
+    """The walk by lookups of the adjacency index against the in-memory walk, from every entity and from
+    some relations, at degrees 1 and 2."""
+    from llama_index_graphrag_milvus.backends.milvus import MilvusAdjacency
+    from llama_index_graphrag_milvus.graph import walk
+    from llama_index_graphrag_milvus.graph.walk import GraphAdjacency
+    from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 
     cache = store.backend.cache
     graph = cache.snapshot()
-    expander = MilvusExpander(store.collections)
+    index = AdjacencyIndex(store.collections)
+    in_memory, by_lookups = GraphAdjacency(graph), MilvusAdjacency(index, store.collections, float("inf"))
     checks = mismatches = 0
     for degree in (1, 2):
         for eid in [e for e in cache.entities.ids if cache.has_entity(e)]:
-            local = {cache.relations.ids[p] for p in expand_from_entities(graph, [cache.entities.position[eid]], degree).tolist()}
+            local = {cache.relations.ids[p] for p in walk.expand_from_entities(in_memory, [cache.entities.position[eid]], degree).tolist()}
             checks += 1
-            mismatches += expander.from_entities([eid], degree) != local
+            mismatches += set(walk.expand_from_entities(by_lookups, [eid], degree).tolist()) != local
         for rid in [r for r in cache.relations.ids if cache.has_relation(r)][:8]:
-            local = {cache.relations.ids[p] for p in expand_from_relations(graph, [cache.relations.position[rid]], degree).tolist()}
+            local = {cache.relations.ids[p] for p in walk.expand_from_relations(in_memory, [cache.relations.position[rid]], degree).tolist()}
             checks += 1
-            mismatches += expander.from_relations([rid], degree) != local
-    return {"checks": checks, "mismatches": mismatches, "queries": expander.queries}
+            mismatches += set(walk.expand_from_relations(by_lookups, [rid], degree).tolist()) != local
+    return {"checks": checks, "mismatches": mismatches, "queries": index.lookups}
 
 
 def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> dict[str, int]:

@@ -6,7 +6,17 @@ import scipy.sparse as sp
 
 from llama_index_graphrag_milvus.schema import entity_id as e
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.graph import walk
+from llama_index_graphrag_milvus.graph.walk import GraphAdjacency
+
+
+def expand_from_entities(graph, entities, degree, through=None, cut=None):
+    """The walk from entities on a snapshot, continuing only through `through` (all when None)."""
+    return walk.expand_from_entities(GraphAdjacency(graph, through=through), entities, degree, cut)
+
+
+def expand_from_relations(graph, relations, degree, through=None, cut=None):
+    return walk.expand_from_relations(GraphAdjacency(graph, through=through), relations, degree, cut)
 
 
 def chain_graph():
@@ -77,18 +87,12 @@ def test_expansion_matches_the_notebooks_matrix_powers(degree):
         assert expand_from_relations(graph, [seed], degree).tolist() == expected.tolist()
 
 
-def test_removing_a_passage_reports_only_relations_and_entities_left_unsupported():
+def test_removed_passages_relations_and_entities_leave_the_walk():
     cache = chain_graph()
-    cache.add_passages([("p4", [3])])  # r3 is also stated by p4
-    relations, entities = cache.remove_passages(["p2"])
-    assert relations == [2]  # r3 survives through p4
-    assert entities == []  # b still has r1, c still has r3
-    relations, entities = cache.remove_passages(["p4", "p1"])
-    assert sorted(relations) == [1, 3]
-    assert sorted(entities) == sorted(e(x) for x in "abc")  # d keeps r4
-    assert cache.counts() == {"entities": 2, "relations": 1, "passages": 1}
+    cache.remove(passages=["p1", "p2"], relations=[1, 2], entities=[e("a"), e("b")])
+    assert cache.counts() == {"entities": 3, "relations": 2, "passages": 1}
     graph = cache.snapshot()
-    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "d")], 2)) == [4]
+    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "d")], 2)) == [3, 4]
 
 
 def test_snapshot_is_sparse():
@@ -253,7 +257,7 @@ def test_the_live_mask_is_a_read_only_view_and_counts_are_kept():
     assert mask.tolist() == [True] * 4
     with pytest.raises(ValueError):
         mask[0] = False
-    cache.remove_passages(["p1"])  # r1 loses its only passage
+    cache.remove(passages=["p1"], relations=[1])  # r1 loses its only passage
     assert mask.tolist() == [False, True, True, True]  # a view: shows the removal
     assert len(relations.position) == 3 and len(relations) == 4
     assert relations.lookup(np.array([1, 2, 99])).tolist() == [-1, relations.position[2], -1]

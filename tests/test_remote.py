@@ -1,12 +1,16 @@
-"""Expansion inside Milvus gives the same candidates as the in-memory adjacency."""
+"""The walk read from the adjacency index in Milvus reaches what the walk over the in-memory adjacency
+reaches, and a write keeps the index equal to what the stored rows say."""
 
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
 from llama_index_graphrag_milvus import GraphRAGTransform
-from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
-from llama_index_graphrag_milvus.backends.milvus import MilvusExpander
+from llama_index_graphrag_milvus.backends.milvus import MilvusAdjacency
+from llama_index_graphrag_milvus.graph import walk
+from llama_index_graphrag_milvus.graph.walk import GraphAdjacency
+from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, from_columns
+from llama_index_graphrag_milvus.milvus.snapshot import read_columns
 
 
 def random_corpus(seed=5, passages=60, entities=40):
@@ -33,24 +37,72 @@ def on_positions(cut, cache):
 
 @pytest.mark.parametrize("keep", [None, 2])
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
-def test_milvus_expansion_matches_the_in_memory_one(make_store, degree, keep):
+def test_the_walk_by_lookups_matches_the_in_memory_one(make_store, degree, keep):
     store = make_store()
     GraphRAGTransform(store=store)(random_corpus())
     cache = store.backend.cache
     graph = cache.snapshot()
-    expander = MilvusExpander(store.collections)
+    hubs = 6.0  # some entities are hubs at this limit: the walks must agree on which
+    index = AdjacencyIndex(store.collections)
+    in_memory = GraphAdjacency(graph, hubs)
+    assert not in_memory.through.all()
     rng = np.random.default_rng(degree)
     entity_ids = [e for e in cache.entities.ids if cache.has_entity(e)]
     relation_ids = [r for r in cache.relations.ids if cache.has_relation(r)]
     cut = None if keep is None else smallest_ids(keep)
     local_cut = None if cut is None else on_positions(cut, cache)
+    shortened = 0
     for _ in range(5):
+        by_lookups = MilvusAdjacency(index, store.collections, hubs)
         seeds_e = list(rng.choice(entity_ids, 3, replace=False))
         seeds_r = list(rng.choice(relation_ids, 3, replace=False))
-        local_e = expand_from_entities(graph, [cache.entities.position[e] for e in seeds_e], degree, cut=local_cut)
-        local_r = expand_from_relations(graph, [cache.relations.position[r] for r in seeds_r], degree, cut=local_cut)
-        assert expander.from_entities(seeds_e, degree, cut) == {cache.relations.ids[p] for p in local_e.tolist()}
-        assert expander.from_relations(seeds_r, degree, cut) == {cache.relations.ids[p] for p in local_r.tolist()}
-        if cut is not None and degree >= 2:  # the cut did cut
-            assert len(local_e) < len(expand_from_entities(graph, [cache.entities.position[e] for e in seeds_e], degree))
-    assert expander.queries > 0
+        local_e = walk.expand_from_entities(in_memory, [cache.entities.position[e] for e in seeds_e], degree, local_cut)
+        local_r = walk.expand_from_relations(in_memory, [cache.relations.position[r] for r in seeds_r], degree, local_cut)
+        remote_e = walk.expand_from_entities(by_lookups, seeds_e, degree, cut)
+        remote_r = walk.expand_from_relations(by_lookups, seeds_r, degree, cut)
+        assert set(remote_e.tolist()) == {cache.relations.ids[p] for p in local_e.tolist()}
+        assert set(remote_r.tolist()) == {cache.relations.ids[p] for p in local_r.tolist()}
+        if cut is not None:
+            uncut = walk.expand_from_entities(in_memory, [cache.entities.position[e] for e in seeds_e], degree)
+            shortened += len(local_e) < len(uncut)
+    assert index.lookups > 0
+    assert shortened > 0 if cut is not None and degree >= 2 else shortened == 0  # the cut did cut
+
+
+def _index_as_derived(store):
+    """The adjacency index as the stored rows say it should be, and as it is."""
+    columns = read_columns(store.collections, with_vectors=False)
+    pairs = [(int(columns.entity_ids[a]), int(columns.entity_ids[b])) for a, b in columns.synonyms.tolist()]
+    entities, relations = from_columns(columns.relation_ids, columns.relation_ends, columns.passage_ids,
+                                       columns.passage_offsets, columns.passage_relations, pairs)
+    index = AdjacencyIndex(store.collections)
+    stored_entities = index.entities(list(entities) + [int(i) for i in columns.entity_ids])
+    stored_relations = index.relations(list(relations))
+    return (_entity_sets(entities), _relation_sets(relations)), (_entity_sets(stored_entities), _relation_sets(stored_relations))
+
+
+def _entity_sets(rows):
+    return {k: (sorted(v.relations), sorted(v.passages), sorted(v.synonyms)) for k, v in rows.items()}
+
+
+def _relation_sets(rows):
+    return {k: (v.subject, v.object, sorted(v.passages)) for k, v in rows.items()}
+
+
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_writes_and_deletes_keep_the_index_equal_to_the_rows(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
+    nodes = random_corpus()
+    GraphRAGTransform(store=store)(nodes)
+    derived, stored = _index_as_derived(store)
+    assert derived == stored
+    # rewrite a passage with other triplets (keeping one), delete two documents, re-ingest one
+    kept = nodes[3].metadata["triplets"][0]
+    store.add([TextNode(id_="p3", text="passage 3", metadata={"triplets": [kept, ["x", "y", "e1"]]})])
+    store.delete("p7")
+    store.delete("p8")
+    store.add([nodes[7]])
+    derived, stored = _index_as_derived(store)
+    assert derived == stored
+    counts = store.count()
+    assert counts["passages"] == 59 and counts["relations"] == len(derived[1])

@@ -10,6 +10,6 @@
 May import: `graph` (the pure adjacency), `milvus` (the collections, vector search, snapshot), `schema`.
 """
 
-from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood, hub_limit, hub_passages
+from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood, Written, hub_limit
 
-__all__ = ["Expansion", "GraphBackend", "Neighbourhood", "hub_limit", "hub_passages"]
+__all__ = ["Expansion", "GraphBackend", "Neighbourhood", "Written", "hub_limit"]

@@ -1,16 +1,16 @@
 """The graph backend protocol: what retrieval asks (`Expansion`), what it gets (`Neighbourhood`), the
 hub rule, and `GraphBackend`, which `MemoryGraph` and `MilvusGraph` implement.
 
-Writes and deletes work on `scope(...)`, the part of the adjacency they touch (the whole cache in
-memory, a loaded neighbourhood from Milvus), with the same code for both. Retrieval asks `expand(...)`
-for the candidates and gets a `Neighbourhood` that the rankers read.
+Writes plan their change from Milvus' rows and tell the backend what they wrote (`apply`): the memory
+backend mirrors it, the Milvus one has nothing to do. Retrieval asks `expand(...)` for the candidates and
+gets a `Neighbourhood` that the rankers read, with the same meaning from both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Dict, List, Protocol, Sequence
+from typing import Any, Dict, List, Protocol, Sequence, Set
 
 import numpy as np
 
@@ -92,14 +92,22 @@ class Neighbourhood:
 
 
 
-def hub_passages(graph: Graph, fraction: float) -> float:
-    """Entities stated in more passages than this are hubs."""
-    return hub_limit(graph.shape[2], fraction)
-
-
 def hub_limit(passages: int, fraction: float) -> float:
-    """Entities stated in more than this many of `passages` passages are hubs."""
+    """Entities stated in more than this many passages are hubs, in a store of `passages` passages (the
+    one hub rule of both backends: the passages stored now)."""
     return max(20.0, fraction * passages)
+
+
+@dataclass
+class Written:
+    """What a write changed in Milvus, for a backend that mirrors it (rows as written)."""
+
+    entities: List[Dict[str, Any]] = field(default_factory=list)
+    relations: List[Dict[str, Any]] = field(default_factory=list)
+    passages: List[Dict[str, Any]] = field(default_factory=list)
+    deleted_passages: List[str] = field(default_factory=list)
+    orphan_relations: List[int] = field(default_factory=list)
+    orphan_entities: List[int] = field(default_factory=list)
 
 
 class GraphBackend(Protocol):
@@ -120,15 +128,17 @@ class GraphBackend(Protocol):
     def written(self, generation: str) -> None:
         """The write finished whole: the adjacency holds Milvus' state `generation`."""
 
-    def scope(
-        self, passage_ids: Sequence[str] = (), relation_ids: Sequence[int] = (), entity_ids: Sequence[int] = ()
-    ) -> GraphCache:
-        """The adjacency a write or a delete of these rows reads and updates: the given passages and the
-        relations they state, every passage stating those, the relations' entities and every relation
-        of those (and of `entity_ids`), with their synonym links."""
+    def apply(self, written: Written) -> None:
+        """Mirror a write that Milvus now holds whole (nothing, for Milvus)."""
+
+    def passage_relations(self, passage_ids: Sequence[str]) -> Dict[str, Set[int]]:
+        """The relation ids each stored passage of `passage_ids` states (passages not stored are left out)."""
 
     def has_entities(self, ids: np.ndarray) -> np.ndarray:
         """Whether each entity id is stored."""
+
+    def has_relations(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each relation id is stored."""
 
     def expand(self, request: Expansion) -> Neighbourhood:
         """The candidate relations of a retrieval and the adjacency around them."""

@@ -1,8 +1,8 @@
 """`MemoryGraph`: the adjacency as a cache in this process, with its snapshot file.
 
 The cache (`GraphCache`) is built when the store opens: from the snapshot file when it is current,
-else from the rows in Milvus, read page by page. Writes update it in place (`scope()` is the whole
-cache). Retrieval walks it in memory, cutting every step by similarity to the question.
+else from the rows in Milvus, read page by page. Every write is mirrored in it (`apply`). Retrieval walks
+it in memory, cutting every step by similarity to the question.
 """
 
 from __future__ import annotations
@@ -10,29 +10,19 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import numpy as np
 
 import llama_index_graphrag_milvus.milvus.snapshot as snapshot_file
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood, hub_limit, hub_passages
-from llama_index_graphrag_milvus.graph.sparse import (
-    expand_from_entities,
-    expand_from_relations,
-    neighbours,
-    topic_links,
-    union,
-    unique,
-)
+from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood, Written, hub_limit
+from llama_index_graphrag_milvus.graph.sparse import topic_links
+from llama_index_graphrag_milvus.graph.walk import GraphAdjacency, walk
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.search import CachedSearch, VectorSearch
 
 logger = logging.getLogger(__name__)
-
-#: Candidates (best first) whose entities' synonyms add relations.
-SYNONYM_SOURCES = 50
-
 
 class MemoryGraph:
     """The `GraphBackend` whose adjacency lives in this process.
@@ -115,13 +105,29 @@ class MemoryGraph:
     def written(self, generation: str) -> None:
         self._generation = generation
 
-    def scope(
-        self, passage_ids: Sequence[str] = (), relation_ids: Sequence[int] = (), entity_ids: Sequence[int] = ()
-    ) -> GraphCache:
-        return self.cache
+    def apply(self, written: Written) -> None:
+        """Mirror a write: the cache and the vector search follow what Milvus now holds."""
+        cache, search = self.cache, self.search
+        cache.remove(passages=written.deleted_passages)
+        cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in written.relations)
+        search.put(RELATIONS, [r["id"] for r in written.relations], [r["embedding"] for r in written.relations])
+        # the adjacency knows entities once their relations are in
+        cache.add_synonyms((r["id"], other) for r in written.entities for other in r["synonym_ids"])
+        cache.name_entities([r["id"] for r in written.entities], [r["name"] for r in written.entities])
+        search.put(ENTITIES, [r["id"] for r in written.entities], [r["embedding"] for r in written.entities])
+        cache.add_passages((r["id"], r["relation_ids"]) for r in written.passages)
+        search.put(PASSAGES, [r["id"] for r in written.passages], [r["embedding"] for r in written.passages])
+        cache.remove(relations=written.orphan_relations, entities=written.orphan_entities)
+
+    def passage_relations(self, passage_ids: Sequence[str]) -> Dict[str, Set[int]]:
+        found = {pid: self.cache.passage_relations(pid) for pid in passage_ids}
+        return {pid: relations for pid, relations in found.items() if relations is not None}
 
     def has_entities(self, ids: np.ndarray) -> np.ndarray:
         return self.cache.entities.lookup(np.asarray(ids, dtype=np.int64)) >= 0
+
+    def has_relations(self, ids: np.ndarray) -> np.ndarray:
+        return self.cache.relations.lookup(np.asarray(ids, dtype=np.int64)) >= 0
 
     def counts(self) -> Dict[str, int]:
         return self.cache.counts()
@@ -140,34 +146,20 @@ class MemoryGraph:
         return self._current
 
     def expand(self, request: Expansion) -> Neighbourhood:
-        """Walk from the seeds (never through hubs); with context, add the relations of the top dense
-        passages and the best relations of the synonyms of the best candidates' entities. Every step is
-        cut to the `cap` relations most similar to the question, so a hub costs one pass."""
+        """The walk (`graph.walk`) on the whole adjacency, every step cut by the vector search."""
         cache, graph = self.cache, self.cache.snapshot()
-        hubs = hub_passages(graph, request.hub_fraction)
+        hubs = hub_limit(cache.counts()["passages"], request.hub_fraction)  # the passages stored now
         entities = _found(cache.entities.lookup(np.asarray(list(request.entities), dtype=np.int64)))
         relations = _found(cache.relations.lookup(np.asarray(list(request.relations), dtype=np.int64)))
-        through = graph.passage_counts <= hubs  # a walk does not continue through hubs
+        passages = _found(cache.passages.lookup(list(request.passages))) if request.passages else _EMPTY
 
         def cut(positions: np.ndarray) -> np.ndarray:
             return self.search.rank_relations(request.vector, cache, positions, request.cap)[0]
 
-        reached = union(
-            expand_from_entities(graph, entities, request.degree, through, cut),
-            expand_from_relations(graph, relations, request.degree, through, cut),
+        reached, touched = walk(
+            GraphAdjacency(graph, hubs), entities, relations, passages, request.degree, cut,
+            request.with_context, request.synonyms,
         )
-        touched = len(reached)
-        if request.with_context:
-            ranked = cut(reached)
-            top_passages = _found(cache.passages.lookup(list(request.passages))) if request.passages else _EMPTY
-            from_passages = graph.relations_of_passages(top_passages)
-            reached = union(ranked, from_passages)
-            if request.synonyms:  # from the entities of the best candidates only
-                sources = union(ranked[:SYNONYM_SOURCES], from_passages)
-                synonyms = unique(neighbours(graph.entity_entity, graph.entities_of_relations(sources)))
-                extra = graph.relations_of_entities(synonyms[through[synonyms]])
-                touched += len(extra)
-                reached = union(reached, cut(extra))
         positions, similarities = self.search.rank_relations(request.vector, cache, reached, request.cap)
         return Neighbourhood(graph, cache, positions, similarities, hubs, touched)
 

@@ -14,14 +14,14 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
-from llama_index_graphrag_milvus.graph.sparse import Graph, binary_csr, orphaned, unique
+from llama_index_graphrag_milvus.graph.sparse import Graph, binary_csr, unique
 from llama_index_graphrag_milvus.graph.ids import Growable, IntIds, Names, StrIds
 
 
 class GraphCache:
     """The in-memory adjacency, kept current by the store; a cache of what Milvus holds.
 
-    Writers call `add_relations`, `add_passages` and `remove_passages`; readers take `snapshot()`, an
+    Writers call `add_relations`, `add_passages` and `remove`; readers take `snapshot()`, an
     immutable `Graph`. A write drops the snapshot; the next `snapshot()` rebuilds every matrix, O(graph).
     Thread-safe."""
 
@@ -142,31 +142,14 @@ class GraphCache:
             self.relations.shrink()
             self._names.shrink()
 
-    def remove_passages(self, passage_ids: Iterable[str]) -> Tuple[List[int], List[int]]:
-        """Forget passages; return the ids of the relations and the entities they leave unsupported.
-
-        Reads the removed passages' neighbourhood in the snapshot, which it first rebuilds, O(graph), if a
-        write has dropped it.
-        """
+    def remove(self, passages: Iterable[str] = (), relations: Iterable[int] = (), entities: Iterable[int] = ()) -> None:
+        """Forget passages, relations and entities (ids not held are ignored); the writer decides what a
+        write orphans (`ingest.adjacency`), this only mirrors it."""
         with self._lock:
-            graph = self._snapshot or self._build()
-            removed = set()
-            for pid in passage_ids:
-                pos = self.passages.position.get(pid)
-                if pos is not None:
-                    self.passages.remove(pid)
-                    removed.add(pos)
-            if not removed:
-                return [], []
+            for registry, ids in ((self.passages, passages), (self.relations, relations), (self.entities, entities)):
+                for key in ids:
+                    registry.remove(key)
             self._snapshot = None
-            orphans, dropped = orphaned(graph, removed)
-            relation_ids = [self.relations.ids[p] for p in orphans]
-            entity_ids = [self.entities.ids[p] for p in dropped]
-            for pos in orphans:
-                self.relations.remove(self.relations.ids[pos])
-            for pos in dropped:
-                self.entities.remove(self.entities.ids[pos])
-            return relation_ids, entity_ids
 
     # reads --------------------------------------------------------------------------------------
     def snapshot(self) -> Graph:

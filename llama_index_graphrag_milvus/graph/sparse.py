@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, List, Optional, Sequence, Set, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -69,6 +69,9 @@ class Graph:
     relation_passage: R×P, 1 where the passage states the relation.
     passage_relation: P×R, its transpose.
     entity_entity: E×E, symmetric, 1 where two entities are synonyms (near-identical embeddings).
+    counts: each entity's passage count when the snapshot holds only part of the graph (a neighbourhood
+        loaded from Milvus, where the whole store's counts are read from the adjacency index); None: counted
+        here.
     """
 
     entity_relation: sp.csr_matrix
@@ -76,10 +79,13 @@ class Graph:
     relation_passage: sp.csr_matrix
     passage_relation: sp.csr_matrix
     entity_entity: sp.csr_matrix
+    counts: Optional[np.ndarray] = None
 
     @cached_property
     def passage_counts(self) -> np.ndarray:
         """For each entity, the number of passages stating one of its relations."""
+        if self.counts is not None:
+            return self.counts
         mentions = (self.entity_relation.astype(np.int32) @ self.relation_passage.astype(np.int32)).tocsr()
         return np.diff(mentions.indptr)
 
@@ -102,95 +108,12 @@ class Graph:
         return matrix.indices[matrix.indptr[relation] : matrix.indptr[relation + 1]]
 
 
-#: Given relation positions (sorted, distinct), the ones a walk may continue from.
-Cut = Callable[[np.ndarray], np.ndarray]
-
-
 def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The values of sorted distinct `a` not in sorted distinct `b` (`np.setdiff1d` by binary search)."""
     if len(a) == 0 or len(b) == 0:
         return a
     i = np.minimum(np.searchsorted(b, a), len(b) - 1)
     return a[b[i] != a]
-
-
-def _kept(cut: Cut, relations: np.ndarray) -> np.ndarray:
-    """The relations of `relations` (sorted, distinct) that `cut` keeps; values it returns from outside
-    `relations` are ignored."""
-    if len(relations) == 0:
-        return relations
-    keep = unique(np.asarray(cut(relations), dtype=np.int64))
-    if len(keep) == 0:
-        return relations[:0]
-    i = np.minimum(np.searchsorted(keep, relations), len(keep) - 1)
-    return relations[keep[i] == relations]
-
-
-def expand_from_entities(
-    graph: Graph,
-    entities: Sequence[int],
-    degree: int,
-    through: Optional[np.ndarray] = None,
-    cut: Optional[Cut] = None,
-) -> np.ndarray:
-    """Relations reached from seed entities: the nonzero columns of the seeds' rows of (A·Aᵀ)^degree·A.
-
-    Degree 1 gives the seeds' own relations plus the relations of every entity sharing one with a seed.
-    `through`, a boolean mask over entities, limits which entities the walk continues from (e.g. not
-    from hubs); a seed outside it still gives its own relations.
-
-    The walk grows a set of entities hop by hop, from the seeds; the result is every relation of the
-    seeds and of the entities walked. Hop 1 adds the entities of the seeds' relations. Hop k ≥ 2 takes
-    the relations of the entities hop k-1 added that no earlier hop reached, and adds their entities.
-    `cut`, given an array of those relation positions (sorted, distinct; it is not called when there
-    are none), returns the ones to keep; hop k ≥ 2 then adds only the entities of the kept relations,
-    and a relation `cut` drops is never walked from, even when a later hop reaches it again. Hop 1 is
-    never cut, so at degree 0 and 1 `cut` changes nothing. The relations `cut` drops, and the relations
-    of the last hop's entities, are not cut: they are in the result. So each hop's work follows what
-    `cut` keeps and those relations' entities' relations, not the whole neighbourhood.
-    """
-    seeds = unique(np.asarray(entities, dtype=np.int64))
-    fresh = seeds if through is None else seeds[through[seeds]]  # the entities the last hop added
-    walked, reached = fresh, _EMPTY
-    for hop in range(degree):
-        new = difference(graph.relations_of_entities(fresh), reached)
-        reached = union(reached, new)
-        if hop > 0 and cut is not None:
-            new = _kept(cut, new)
-        ends = graph.entities_of_relations(new)
-        fresh = difference(ends if through is None else ends[through[ends]], walked)
-        walked = union(walked, fresh)
-    return union(reached, graph.relations_of_entities(union(seeds, fresh)))
-
-
-def expand_from_relations(
-    graph: Graph,
-    relations: Sequence[int],
-    degree: int,
-    through: Optional[np.ndarray] = None,
-    cut: Optional[Cut] = None,
-) -> np.ndarray:
-    """Relations reached from seed relations: the nonzero columns of the seeds' rows of (Aᵀ·A)^degree.
-
-    Degree 1 gives the seeds plus every relation sharing an entity with a seed (an entity in `through`,
-    when given).
-
-    Hop 1 walks from the seeds; hop k ≥ 2 from the relations hop k-1 reached that no earlier hop had.
-    `cut`, given an array of those relation positions (sorted, distinct; it is not called when there
-    are none), returns the ones to keep, and hop k ≥ 2 walks only from the kept ones: a relation `cut`
-    drops is never walked from. The seeds are never cut, so at degree 0 and 1 `cut` changes nothing.
-    The result holds every relation reached, dropped ones and the last hop's included.
-    """
-    fresh = unique(np.asarray(relations, dtype=np.int64))  # the relations the last hop reached first
-    reached, walked = fresh, _EMPTY  # walked: the entities walked through
-    for hop in range(degree):
-        start = _kept(cut, fresh) if hop > 0 and cut is not None else fresh
-        ends = graph.entities_of_relations(start)
-        ends = difference(ends if through is None else ends[through[ends]], walked)
-        walked = union(walked, ends)
-        fresh = difference(graph.relations_of_entities(ends), reached)
-        reached = union(reached, fresh)
-    return reached
 
 
 @dataclass(frozen=True)
@@ -249,21 +172,6 @@ def personalized_pagerank(
             return new
         rank = new
     return rank
-
-
-def orphaned(graph: Graph, removed: Set[int]) -> Tuple[List[int], List[int]]:
-    """What removing the passages at positions `removed` leaves unsupported: the relations only they
-    state, and the entities whose every relation is one of those (positions). Reads only the removed
-    passages' rows and their relations' and entities' rows."""
-    touched = unique(neighbours(graph.passage_relation, np.fromiter(removed, dtype=np.int64)))
-    orphans = [int(r) for r in touched if removed.issuperset(graph.passages_of_relation(int(r)).tolist())]
-    orphan_set = set(orphans)
-    dropped = [
-        int(e)
-        for e in graph.entities_of_relations(np.array(orphans, dtype=np.int64))
-        if orphan_set.issuperset(neighbours(graph.entity_relation, np.array([e])).tolist())
-    ]
-    return orphans, dropped
 
 
 #: A passage is about an entity when at least this share of its relations name it.

@@ -1,32 +1,35 @@
 """Writing a store: passages with their triplets in, documents out.
 
 A write is planned whole first: every row built and checked, every embedding computed and checked
-(`rows.py`), so that bad input is refused before anything is written. Then it advances the store's
-generation in Milvus and writes entities, then relations, then passages (each passage with the ids of
-the relations it states), so that an interrupted call never leaves a passage pointing at a relation that
-is not stored; running it again completes it. If Milvus refuses a row midway, what the call wrote is
-deleted again. The adjacency a write touches (`GraphBackend.scope`) is updated with it, and so is the
-vector search.
+(`rows.py`), and the change to the adjacency index computed from the rows it touches (`adjacency.py`),
+so that bad input is refused before anything is written. Then it advances the store's generation in
+Milvus and writes entities, then relations, then the adjacency index, then passages (each passage with
+the ids of the relations it states), then deletes what the write orphaned. So an interrupted call never
+leaves a passage pointing at a relation that is not stored, and running it again completes it. If Milvus
+refuses a row midway, what the call wrote is deleted again and the index restored. The graph backend
+mirrors each write that completed (`GraphBackend.apply`), and so does the vector search.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.backends.base import GraphBackend
-from llama_index_graphrag_milvus.milvus.filters import id_filter, literal_list
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, MAX_SYNONYMS, PASSAGES, RELATIONS, Collections, GraphStoreError
+from llama_index_graphrag_milvus.backends.base import GraphBackend, Written
+from llama_index_graphrag_milvus.errors import GraphStoreError
+from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, plan_adjacency
 from llama_index_graphrag_milvus.ingest.rows import checked_vectors, embed, passage_row
-from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id
+from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, MAX_SYNONYMS, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.milvus.filters import id_filter
 from llama_index_graphrag_milvus.milvus.search import VectorSearch
 from llama_index_graphrag_milvus.milvus.vectors import unit_rows
+from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +42,13 @@ class _Plan:
     relations: List[Dict[str, Any]] = field(default_factory=list)
     passages: List[Dict[str, Any]] = field(default_factory=list)
     replaced: List[str] = field(default_factory=list)  # passages stored before, written again
+    changes: List[PassageChange] = field(default_factory=list)
 
 
 @dataclass
 class Writer:
-    """Adds and deletes rows of one store, keeping its adjacency and vector search current."""
+    """Adds and deletes rows of one store, keeping its adjacency index, graph backend and vector search
+    current."""
 
     collections: Collections
     graph: GraphBackend
@@ -53,28 +58,24 @@ class Writer:
     batch_size: int
     synonym_threshold: Optional[float]
 
+    def __post_init__(self) -> None:
+        self.index = AdjacencyIndex(self.collections)
+
     def add(self, nodes: Sequence[BaseNode], triplets: Sequence[Sequence[Triplet]]) -> List[str]:
         """Store checked nodes with their triplets; return the passage ids (see `MilvusGraphStore.add`)."""
         pids = [passage_id(n.ref_doc_id or n.node_id, n.get_content(MetadataMode.NONE)) for n in nodes]
-        cache = self.graph.scope(
-            passage_ids=pids,
-            relation_ids=[t.id for ts in triplets for t in ts],
-            entity_ids=[e for ts in triplets for t in ts for e in (t.subject_id, t.object_id)],
-        )
+        stored = self.graph.passage_relations(pids)
         todo: Dict[str, Tuple[BaseNode, List[Triplet]]] = {}
         for pid, node, node_triplets in zip(pids, nodes, triplets):
-            if cache.passage_relations(pid) == {t.id for t in node_triplets}:
+            if stored.get(pid) == {t.id for t in node_triplets}:
                 continue  # stored already, with the same relations
             todo[pid] = (node, list(node_triplets))
         if todo:
-            plan = self._plan(cache, todo)
-            self.graph.writing()
-            generation = self.collections.advance()
-            try:
-                self._write(cache, plan)
-            except Exception as exc:
-                self._roll_back(plan, exc)
-            self.graph.written(generation)
+            plan = self._plan(todo, stored)
+            links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
+            ends = {r["id"]: (r["subject_id"], r["object_id"]) for r in plan.relations}
+            change = plan_adjacency(self.index, plan.changes, ends, links)
+            self._written(lambda: self._write(plan, change), plan, change)
         return pids
 
     def delete(self, ref_doc_id: str) -> None:
@@ -83,13 +84,17 @@ class Writer:
         pids = self.passages_of(ref_doc_id)
         if not pids:
             return
-        self.graph.writing()
-        generation = self.collections.advance()
-        cache = self.graph.scope(passage_ids=pids)
-        orphans = cache.remove_passages(pids)
-        self.collections.delete(PASSAGES, pids)
-        self._delete_orphans(cache, *orphans)
-        self.graph.written(generation)
+        stored = self.graph.passage_relations(pids)
+        change = plan_adjacency(self.index, [PassageChange(p, stored.get(p) or set(), set()) for p in pids])
+
+        def write() -> Written:
+            self.index.write(change.entities, change.relations)
+            self.collections.delete(PASSAGES, pids)
+            self._delete_orphans(change)
+            return Written(deleted_passages=pids, orphan_relations=change.orphan_relations,
+                           orphan_entities=change.orphan_entities)
+
+        self._written(write, None, change)
 
     def clear(self) -> None:
         """Delete every row (the collections stay, so that concurrent readers see an empty store)."""
@@ -103,11 +108,23 @@ class Writer:
         """The ids of a document's stored passages."""
         return [r["id"] for r in self.collections.query(PASSAGES, id_filter([ref_doc_id], "doc_id"), ["id"])]
 
+    def _written(self, write, plan: Optional[_Plan], change: AdjacencyChange) -> None:
+        """Run a planned write under a new generation; the backend mirrors it once it is whole."""
+        self.graph.writing()
+        generation = self.collections.advance()
+        try:
+            done = write()
+        except Exception as exc:
+            self._roll_back(plan, change, exc)
+        self.graph.apply(done)
+        self.graph.written(generation)
+
     # planning ---------------------------------------------------------------------------------
-    def _plan(self, cache: GraphCache, todo: Dict[str, Tuple[BaseNode, List[Triplet]]]) -> _Plan:
+    def _plan(self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Optional[Set[int]]]) -> _Plan:
         """Build, embed and check every row of the write; nothing is written."""
         plan = _Plan(passages=[passage_row(pid, node, ts) for pid, (node, ts) in todo.items()])
-        plan.replaced = [pid for pid in todo if cache.has_passage(pid)]
+        plan.replaced = [pid for pid in todo if stored.get(pid) is not None]
+        plan.changes = [PassageChange(pid, stored.get(pid) or set(), {t.id for t in ts}) for pid, (_, ts) in todo.items()]
         entities: Dict[int, str] = {}
         relations: Dict[int, Triplet] = {}
         for _, node_triplets in todo.values():
@@ -115,8 +132,10 @@ class Writer:
                 relations.setdefault(t.id, t)
                 entities.setdefault(t.subject_id, t.subject)
                 entities.setdefault(t.object_id, t.object)
-        new_entities = {e: n for e, n in entities.items() if not cache.has_entity(e)}
-        new_relations = [t for r, t in relations.items() if not cache.has_relation(r)]
+        known_entities = self.graph.has_entities(np.fromiter(entities, np.int64, len(entities)))
+        known_relations = self.graph.has_relations(np.fromiter(relations, np.int64, len(relations)))
+        new_entities = {e: n for (e, n), known in zip(entities.items(), known_entities) if not known}
+        new_relations = [t for t, known in zip(relations.values(), known_relations) if not known]
         vectors = self._embed(list(new_entities.values()), "entity names")
         synonyms = self._synonyms(list(new_entities), vectors)
         plan.entities = [
@@ -142,35 +161,30 @@ class Writer:
         return plan
 
     # writing ----------------------------------------------------------------------------------
-    def _write(self, cache: GraphCache, plan: _Plan) -> None:
-        orphans = cache.remove_passages(plan.replaced) if plan.replaced else ([], [])
+    def _write(self, plan: _Plan, change: AdjacencyChange) -> Written:
         for kind, rows in ((ENTITIES, plan.entities), (RELATIONS, plan.relations)):
             for batch in chunked(rows, self.batch_size):
                 self.collections.upsert(kind, batch)
-        cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in plan.relations)
-        self.search.put(RELATIONS, [r["id"] for r in plan.relations], [r["embedding"] for r in plan.relations])
-        # the adjacency knows entities once their relations are in
-        cache.add_synonyms((r["id"], other) for r in plan.entities for other in r["synonym_ids"])
-        cache.name_entities([r["id"] for r in plan.entities], [r["name"] for r in plan.entities])
-        self.search.put(ENTITIES, [r["id"] for r in plan.entities], [r["embedding"] for r in plan.entities])
+        self.index.write(change.entities, change.relations)  # before the passages it indexes
         for batch in chunked(plan.passages, self.batch_size):
             self.collections.upsert(PASSAGES, batch)
-            cache.add_passages((r["id"], r["relation_ids"]) for r in batch)
-            self.search.put(PASSAGES, [r["id"] for r in batch], [r["embedding"] for r in batch])
-        self._delete_orphans(cache, *orphans)
+        self._delete_orphans(change)
+        return Written(plan.entities, plan.relations, plan.passages, [], change.orphan_relations, change.orphan_entities)
 
-    def _roll_back(self, plan: _Plan, exc: Exception) -> None:
-        """Milvus refused a write midway: delete what this call added, rebuild the adjacency from Milvus,
-        and raise an error that says so."""
-        replaced = set(plan.replaced)
-        # a rewritten passage may already hold its new version: keep the new relations it states
-        kept = {r for row in plan.passages if row["id"] in replaced for r in row["relation_ids"]}
-        relations = [r for r in plan.relations if r["id"] not in kept]
-        ends = {e for r in plan.relations if r["id"] in kept for e in (r["subject_id"], r["object_id"])}
+    def _roll_back(self, plan: Optional[_Plan], change: AdjacencyChange, exc: Exception) -> None:
+        """Milvus refused a write midway: restore the index, delete what this call added, rebuild the
+        backend from Milvus, and raise an error that says so."""
         try:
-            self.collections.delete(PASSAGES, [r["id"] for r in plan.passages if r["id"] not in replaced])
-            self.collections.delete(RELATIONS, [r["id"] for r in relations])
-            self.collections.delete(ENTITIES, [r["id"] for r in plan.entities if r["id"] not in ends])
+            self.index.write(*change.rolled_back())
+            if plan is not None:
+                replaced = set(plan.replaced)
+                # a rewritten passage may already hold its new version: keep the new relations it states
+                kept = {r for row in plan.passages if row["id"] in replaced for r in row["relation_ids"]}
+                relations = [r for r in plan.relations if r["id"] not in kept]
+                ends = {e for r in plan.relations if r["id"] in kept for e in (r["subject_id"], r["object_id"])}
+                self.collections.delete(PASSAGES, [r["id"] for r in plan.passages if r["id"] not in replaced])
+                self.collections.delete(RELATIONS, [r["id"] for r in relations])
+                self.collections.delete(ENTITIES, [r["id"] for r in plan.entities if r["id"] not in ends])
             self.graph.reset()
             self.graph.open()
         except Exception as again:  # pragma: no cover - Milvus unreachable
@@ -180,24 +194,22 @@ class Writer:
             "being rewritten may keep their new version). Fix the cause and run the ingest again."
         ) from exc
 
-    def _delete_orphans(self, cache: GraphCache, relation_ids: List[int], entity_ids: List[int]) -> None:
-        gone = [e for e in entity_ids if not cache.has_entity(e)]
-        self.collections.delete(RELATIONS, [r for r in relation_ids if not cache.has_relation(r)])
-        self.collections.delete(ENTITIES, gone)
-        self._unlink_synonyms(gone)
+    def _delete_orphans(self, change: AdjacencyChange) -> None:
+        self.collections.delete(RELATIONS, change.orphan_relations)
+        self.collections.delete(ENTITIES, change.orphan_entities)
+        self._unlink_synonyms(change.unlinked)
 
-    def _unlink_synonyms(self, gone: List[int]) -> None:
-        """Drop deleted entities from the synonym links of the entities that survive them."""
-        if not gone:
-            return
-        gone_set = set(gone)
-        for batch in chunked(gone, 1000):
-            rows = self.collections.query(
-                ENTITIES, f"array_contains_any(synonym_ids, {literal_list(batch)})", ["id", "name", "synonym_ids", "embedding"]
-            )
+    def _unlink_synonyms(self, unlinked: Dict[int, Set[int]]) -> None:
+        """Drop deleted entities from the synonym links kept on the entity rows that survive them."""
+        survivors = [e for e, gone in unlinked.items() if gone]
+        for batch in chunked(survivors, 1000):
+            rows = self.collections.get(ENTITIES, batch, ["id", "name", "synonym_ids", "embedding"])
+            changed = []
             for row in rows:
-                row["synonym_ids"] = [s for s in row["synonym_ids"] if s not in gone_set]
-            self.collections.upsert(ENTITIES, rows)
+                kept = [s for s in row["synonym_ids"] if s not in unlinked[row["id"]]]
+                if len(kept) < len(row["synonym_ids"]):
+                    changed.append({**row, "synonym_ids": kept})
+            self.collections.upsert(ENTITIES, changed)
 
     # helpers ----------------------------------------------------------------------------------
     def _embed(self, texts: List[str], what: str) -> np.ndarray:

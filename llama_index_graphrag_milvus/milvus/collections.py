@@ -10,8 +10,9 @@ The passages collection is a standard LlamaIndex Milvus collection, opened throu
 
 from __future__ import annotations
 
-import uuid
 import logging
+import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -28,8 +29,14 @@ logger = logging.getLogger(__name__)
 
 ENTITIES, RELATIONS, PASSAGES = "entities", "relations", "passages"
 KINDS = (ENTITIES, RELATIONS, PASSAGES)
+#: The adjacency index (`adjacency.py`): rows addressed by primary key, derived from the three above.
+ADJACENCY = "adjacency"
+#: Ids an adjacency row's list holds; longer lists continue in further rows (buckets).
+BUCKET = 4096
 #: Ids per `in [...]` filter: one query per batch.
 ID_BATCH = 1000
+#: Ids per filter of a search among given ids (one search scores them all, up to Milvus' top-k limit).
+SEARCH_BATCH = 8192
 #: Rows per page when a server's collection is read whole (`query_iterator`).
 _SERVER_PAGE = 16384
 #: Rows per page when a Milvus Lite collection is read whole (each Lite query costs about a scan).
@@ -41,8 +48,8 @@ QUERY_LIMIT = 16384
 
 
 def collection_names(prefix: str) -> Dict[str, str]:
-    """The names of a store's entities, relations and passages collections: `{prefix}_{kind}`."""
-    return {kind: f"{prefix}_{kind}" for kind in KINDS}
+    """The names of a store's entities, relations, passages and adjacency collections: `{prefix}_{kind}`."""
+    return {kind: f"{prefix}_{kind}" for kind in (*KINDS, ADJACENCY)}
 
 
 def is_local_path(uri: str) -> bool:
@@ -69,10 +76,11 @@ def _id_ranges(parts: int, strings: bool) -> List[str]:
 
 def _create_collections(
     client: MilvusClient, names: Dict[str, str], state_name: str, dim: int, index_config: Dict[str, Any], consistency: str
-) -> None:
-    """Create the entities, relations and state collections that do not exist yet (the passages one is
-    MilvusVectorStore's)."""
+) -> List[str]:
+    """Create the entities, relations, adjacency and state collections that do not exist yet (the
+    passages one is MilvusVectorStore's); return the kinds created."""
     existing = set(client.list_collections())
+    created = [kind for kind in (ENTITIES, RELATIONS, ADJACENCY) if names[kind] not in existing]
     name = names[ENTITIES]
     if name not in existing:
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -92,12 +100,26 @@ def _create_collections(
             schema.add_field(text_field, DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
         schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=dim)
         _create_collection(client, name, schema, index_config, consistency)
+    name = names[ADJACENCY]
+    if name not in existing:  # see adjacency.py
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=48)
+        schema.add_field("buckets", DataType.INT64)
+        schema.add_field("passage_count", DataType.INT64)
+        schema.add_field("subject_id", DataType.INT64)
+        schema.add_field("object_id", DataType.INT64)
+        for list_field, element in (("relation_ids", DataType.INT64), ("synonym_ids", DataType.INT64)):
+            schema.add_field(list_field, DataType.ARRAY, element_type=element, max_capacity=BUCKET)
+        schema.add_field("passage_ids", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=BUCKET, max_length=64)
+        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
+        _create_collection(client, name, schema, {"index_type": "FLAT", "metric_type": "L2"}, consistency)
     if state_name not in existing:
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("generation", DataType.VARCHAR, max_length=64)
         schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
         _create_collection(client, state_name, schema, {"index_type": "FLAT", "metric_type": "L2"}, "Strong")
+    return created
 
 
 def _create_collection(client: MilvusClient, name: str, schema: Any, index_config: Dict[str, Any], consistency: str) -> None:
@@ -150,6 +172,7 @@ class Collections:
         self._index_config = index_config
         self._consistency_level = consistency_level
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
+        self.calls: Counter = Counter()  # queries and searches made, by kind (what the benchmarks count)
         lite.claim(self._key)
         try:
             if is_local_path(uri):
@@ -205,10 +228,12 @@ class Collections:
             raise
 
     def _create(self) -> None:
-        _create_collections(self.client, self.names, self.state_name, self.dim, self._index_config, self._consistency_level)
+        self.created = _create_collections(
+            self.client, self.names, self.state_name, self.dim, self._index_config, self._consistency_level
+        )
 
     def _check_dimensions(self) -> None:
-        for name in self.names.values():
+        for name in (self.names[kind] for kind in KINDS):
             for fld in self.client.describe_collection(name)["fields"]:
                 if fld["type"] == DataType.FLOAT_VECTOR and int(fld["params"]["dim"]) != self.dim:
                     raise GraphStoreError(
@@ -234,6 +259,7 @@ class Collections:
     def query(self, kind: str, filter: str, fields: Sequence[str], limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """Rows of `kind` matching `filter` (an expression built by this module's helpers)."""
         kwargs = {} if limit is None else {"limit": limit}
+        self.calls[f"query {kind}"] += 1
         return self.client.query(self.names[kind], filter=filter, output_fields=list(fields), **kwargs)
 
     def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str]) -> List[Dict[str, Any]]:
@@ -259,13 +285,14 @@ class Collections:
         among: Optional[Sequence[Any]] = None,
     ) -> List[List[Tuple[Any, float, Dict[str, Any]]]]:
         """For each vector, the `limit` nearest rows of `kind` as (id, cosine, fields), best first;
-        only `among` the given ids when given (`ID_BATCH` ids a filter, the best kept)."""
+        only `among` the given ids when given (`SEARCH_BATCH` ids a filter, the best kept)."""
         if not len(vectors) or limit <= 0 or (among is not None and not len(among)):
             return [[] for _ in vectors]
         self._flushed(kind)
-        batches = [None] if among is None else list(chunked(list(among), ID_BATCH))
+        batches = [None] if among is None else list(chunked(list(among), SEARCH_BATCH))
         found: List[List[Tuple[Any, float, Dict[str, Any]]]] = [[] for _ in vectors]
         for batch in batches:
+            self.calls[f"search {kind}"] += 1
             hits = self.client.search(
                 self.names[kind],
                 data=[list(map(float, v)) for v in vectors],
@@ -314,9 +341,9 @@ class Collections:
             self.client.delete(self.names[kind], filter=id_filter(batch))
 
     def delete_all(self) -> None:
-        """Delete every row of the three collections (they stay, with their schema and index)."""
-        for kind in KINDS:
-            self.client.delete(self.names[kind], filter='id != ""' if kind == PASSAGES else "id >= 0 or id < 0")
+        """Delete every row of the four collections (they stay, with their schema and index)."""
+        for kind in (*KINDS, ADJACENCY):
+            self.client.delete(self.names[kind], filter="id >= 0 or id < 0" if kind in (ENTITIES, RELATIONS) else 'id != ""')
 
     def flush(self) -> None:
         """Seal what was written, so that searches run on indexed segments (Milvus Lite searches
