@@ -8,6 +8,8 @@ nothing and costs a few milliseconds per passage.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from heapq import heapify, heappop, heappush
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
@@ -17,8 +19,10 @@ from llama_index_graphrag_milvus.schema import Triplet, normalize_name, parse_tr
 
 # a word: letters/digits, with inner apostrophes, hyphens, dots and ampersands ("O'Neil", "U.S", "AT&T")
 _TOKEN = re.compile(r"\w+(?:['’.\-&]\w+)*")
-# a sentence ends at . ! ? (then space) or at a CJK full stop; a paragraph break ends one too
-_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？；]+|\n\s*\n")
+# a sentence ends at . ! ? (then space) or at a CJK full stop; a paragraph break ends one too. A run
+# of . ! ? is tried from its first character only: tried from each of its characters, a long run with
+# no space after it ("!!!!...") cost time quadratic in its length, for the same matches
+_END = re.compile(r"(?<![.!?])[.!?]+[\"'”’)\]]*\s+|[。！？；]+|\n\s*\n")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 # titles and names quoted in CJK text: 《...》 〈...〉 「...」 『...』 “...”
 _CJK_QUOTED = re.compile(r"《([^《》]{1,30})》|〈([^〈〉]{1,30})〉|「([^「」]{1,30})」|『([^『』]{1,30})』|“([^“”]{1,30})”")
@@ -164,8 +168,10 @@ class CooccurrenceExtractor(TransformComponent):
             opens = i == 0 or bool(_OPENS.search(sentence[tokens[i - 1][2] : tokens[i][1]]))
             initial = j > i + 1 and len(word) == 1 and sentence[tokens[i][2] : tokens[i][2] + 1] == "."
             span = _trimmed(tokens[i:j], opens_sentence=opens and not initial)  # "A. J. Foyt" keeps its "A"
-            while len(span) > 1 and span[0][0].isdigit():  # "In 1990 Smith left" names Smith
-                span = span[1:]
+            first = 0  # "In 1990 Smith left" names Smith
+            while first < len(span) - 1 and span[first][0].isdigit():
+                first += 1
+            span = span[first:]
             if len(span) > self.max_entity_words:
                 span = span[-self.max_entity_words :]
             if span:
@@ -226,19 +232,12 @@ class CooccurrenceExtractor(TransformComponent):
             sentence = body[start:end]
             spans = self.entities(sentence) + self._quoted(sentence)
             spans.sort(key=lambda s: s[1])
-            kept = 0
-            for gap in range(1, len(spans)):
-                for a in range(len(spans) - gap):
-                    if kept >= self.max_relations_per_sentence:
-                        break
-                    (s, _, s_end), (o, o_start, _) = spans[a], spans[a + gap]
-                    if normalize_name(s) == normalize_name(o) or o_start < s_end:
-                        continue
-                    pairs.append([s, self._predicate(sentence[s_end:o_start]), o])
-                    kept += 1
+            keys = [normalize_name(name) for name, _, _ in spans]
+            for a, b in self._nearest_pairs(spans, keys):
+                (s, _, s_end), (o, o_start, _) = spans[a], spans[b]
+                pairs.append([s, self._predicate(sentence[s_end:o_start]), o])
             if topic_key:
-                for name, s_start, _ in spans:
-                    key = normalize_name(name)
+                for (name, s_start, _), key in zip(spans, keys):
                     if key != topic_key and key not in links:
                         links[key] = [topic, self._context(sentence, s_start, s_start + len(name)), name]
         linked = list(links.values()) if self.link_title and topic_key else []
@@ -248,6 +247,38 @@ class CooccurrenceExtractor(TransformComponent):
             linked = [t for t in linked if normalize_name(t[2]) not in paired]
         triplets, _ = parse_triplets(linked + pairs)
         return triplets[: self.max_relations_per_node]
+
+    def _nearest_pairs(self, spans: List[Tuple[str, int, int]], keys: List[str]) -> List[Tuple[int, int]]:
+        """The entity pairs of one sentence, as indices into `spans` (sorted by start; `keys` are their
+        normalized names): nearest first, then leftmost first, at most `max_relations_per_sentence`.
+
+        A pair names two different entities and its object starts after its subject ends. The pairs
+        are those of a scan of every gap and every start, found without the scan: for each subject, its
+        next object is found by bisection and a skip over runs of one name, and a heap keeps the
+        subjects in order of their next pair, so that the cost is O(n log n) and not O(n²) when few
+        pairs qualify (a sentence that names one entity a thousand times)."""
+        n, limit = len(spans), self.max_relations_per_sentence
+        if n < 2 or limit <= 0:
+            return []
+        starts = [start for _, start, _ in spans]
+        other = [n] * n  # other[i]: the first index after i whose name differs from that of i
+        for i in range(n - 2, -1, -1):
+            other[i] = i + 1 if keys[i + 1] != keys[i] else other[i + 1]
+
+        def partner(a: int, lo: int) -> int:  # the first object at or after `lo` for subject `a`, or n
+            lo = max(lo, bisect_left(starts, spans[a][2]))
+            return other[lo] if lo < n and keys[lo] == keys[a] else lo
+
+        heap = [(b - a, a, b) for a in range(n - 1) for b in (partner(a, a + 1),) if b < n]
+        heapify(heap)
+        found: List[Tuple[int, int]] = []
+        while heap and len(found) < limit:
+            _, a, b = heappop(heap)
+            found.append((a, b))
+            b = partner(a, b + 1)
+            if b < n:
+                heappush(heap, (b - a, a, b))
+        return found
 
     def _quoted(self, sentence: str) -> List[Tuple[str, int, int]]:
         if not _CJK.search(sentence):
@@ -261,6 +292,8 @@ class CooccurrenceExtractor(TransformComponent):
 
 # articles trimmed from a name anywhere ("A" is left: "A. J. Foyt")
 _ARTICLES = frozenset(("the", "an"))
+_OPENING_DROP = _COMMON | CONNECTORS
+_INNER_DROP = _ARTICLES | CONNECTORS
 # what before a word starts a clause, so that its capital says nothing: "aim: In Paris", 'said, "In', "I. In"
 _OPENS = re.compile(r"[.:;!?\"“”(\n]")
 _BRACKETS = {")": "(", "）": "（"}
@@ -270,12 +303,13 @@ def _trimmed(span: List[Tuple[str, int, int]], opens_sentence: bool = True) -> L
     """A name's tokens without trailing connectors and without leading articles ("The Jump" and "the
     Jump" are one name); at the start of a sentence, where every word is capitalised, without any
     leading function word ("However", "In", "Two" in "Two of them")."""
-    drop = _COMMON | CONNECTORS if opens_sentence else _ARTICLES | CONNECTORS
-    while span and span[0][0].lower() in drop:
-        span = span[1:]
-    while span and span[-1][0].lower() in CONNECTORS:
-        span = span[:-1]
-    return span
+    drop = _OPENING_DROP if opens_sentence else _INNER_DROP
+    first, last = 0, len(span)  # cut once: a word at a time, a long run ("The The ...") was quadratic
+    while first < last and span[first][0].lower() in drop:
+        first += 1
+    while last > first and span[last - 1][0].lower() in CONNECTORS:
+        last -= 1
+    return span[first:last]
 
 
 def _topic(title: str) -> str:
@@ -283,29 +317,35 @@ def _topic(title: str) -> str:
     end ("Mark King (musician)" → "Mark King") and without a leading article ("The Jump" → "Jump", as
     "the Jump" names it too); the title itself when nothing would be left."""
     base = title.strip()
+    end = len(base)
     while True:
-        shorter = _without_qualifier(base)
-        if shorter == base or not shorter:
+        shorter = _qualifier_start(base, end)
+        if shorter == end or not shorter:
             break
-        base = shorter
+        end = shorter
+    base = base[:end]
     tokens = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(base)]
     kept = _trimmed(tokens, opens_sentence=False)
     return base[kept[0][1] : kept[-1][2]] if kept else base
 
 
-def _without_qualifier(title: str) -> str:
-    """`title` without the bracketed group that ends it ("Foo (bar (baz))" → "Foo"), if it ends with one."""
-    if not title or title[-1] not in _BRACKETS:
-        return title
-    depth, closing = 0, title[-1]
-    for i in range(len(title) - 1, -1, -1):
+def _qualifier_start(title: str, end: int) -> int:
+    """Where `title[:end]` ends without the bracketed group that ends it and the spaces before that group
+    ("Foo (bar (baz))" → 3, after "Foo"); `end` if it ends with no such group. An end index, not a
+    copy, so that a title of many groups ("A (b) (c) ...") is cut in time linear in its length."""
+    if not end or title[end - 1] not in _BRACKETS:
+        return end
+    depth, closing = 0, title[end - 1]
+    for i in range(end - 1, -1, -1):
         if title[i] == closing:
             depth += 1
         elif title[i] == _BRACKETS[closing]:
             depth -= 1
             if depth == 0:
-                return title[:i].rstrip()
-    return title
+                while i and title[i - 1].isspace():
+                    i -= 1
+                return i
+    return end
 
 
 def _heading(text: str) -> Optional[str]:
