@@ -51,19 +51,19 @@ def run_mode(store: MilvusGraphStore, questions: List[Dict[str, Any]], vectors: 
     }
 
 
-def compare(data: str, uri: str, embed: Any, limit: int, reingest: bool, prefix: str = "modes") -> Dict[str, Any]:
+def compare(data: str, uri: str, embed: Any, limit: int, reingest: bool, prefix: str = "modes", **options: Any) -> Dict[str, Any]:
     dataset = load_dataset(data)
     questions = dataset.questions[:limit] if limit else dataset.questions
     vectors = [embed.get_query_embedding(q["question"]) for q in questions]
     fresh = reingest or "://" in uri or not Path(uri).exists()
-    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=prefix, overwrite=fresh)
+    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=prefix, overwrite=fresh, **options)
     if fresh:
         start = time.perf_counter()
         GraphRAGTransform(store=store, llm=None)(dataset.nodes)
         print(f"{dataset.name}: ingested {store.count()} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     results = {"memory": run_mode(store, questions, vectors)}
     store.close()
-    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=prefix, adjacency="milvus")
+    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=prefix, adjacency="milvus", **options)
     results["milvus"] = run_mode(store, questions, vectors)
     store.close()
     pairs = list(zip(results["memory"]["rankings"], results["milvus"]["rankings"]))
@@ -89,6 +89,7 @@ def main(argv: List[str] | None = None) -> None:
     parser.add_argument("--db-root", default=".cache/graphrag-milvus/modes")
     parser.add_argument("--reingest", action="store_true")
     parser.add_argument("--prefix", default="modes")
+    parser.add_argument("--consistency", default=None, help="the stores' consistency_level (default: the store's)")
     parser.add_argument("--cache", default=os.environ.get("GRAPHRAG_CACHE", ".cache/graphrag-milvus"))
     parser.add_argument("--out", default="benchmarks/results/milvus_mode.json")
     args = parser.parse_args(argv)
@@ -96,15 +97,17 @@ def main(argv: List[str] | None = None) -> None:
         sys.exit(milvus_server.rerun_inside(["-m", "benchmarks.milvus_mode", *(argv or sys.argv[1:])]))
     embed = CachedEmbedding(local_embed_model(), Path(args.cache) / "embeddings.sqlite")
     where = "server" if args.server else "lite"
+    options = {"consistency_level": args.consistency} if args.consistency else {}
     out = Path(args.out)
     report = json.loads(out.read_text()) if out.exists() else {}
     if args.server:
         with milvus_server.server() as uri:
-            report[where] = [compare(d, uri, embed, args.limit, True, args.prefix) for d in args.data]
+            report[where] = [compare(d, uri, embed, args.limit, True, args.prefix, **options) for d in args.data]
     else:
         Path(args.db_root).mkdir(parents=True, exist_ok=True)
         report[where] = [
-            compare(d, f"{args.db_root}/{Path(d).name}.db", embed, args.limit, args.reingest, args.prefix) for d in args.data
+            compare(d, f"{args.db_root}/{Path(d).name}.db", embed, args.limit, args.reingest, args.prefix, **options)
+            for d in args.data
         ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from typing import Any, Callable, List, Optional, Sequence
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -70,6 +72,29 @@ def minilm():
 @pytest.fixture
 def hash_embed():
     return HashEmbedding(dim=64)
+
+
+class SpreadEmbedding(HashEmbedding):
+    """A fast deterministic embedding whose cosines do not tie: the sum of a seeded Gaussian vector per
+    word and per pair of neighbouring words (HashEmbedding's ±1 buckets make many exact ties, which a
+    vector search may break either way)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SpreadEmbedding"
+
+    def _vector(self, text: str) -> List[float]:
+        words = re.findall(r"\w+", text.casefold()) or [""]
+        vector = np.zeros(self.dim)
+        for token in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
+            seed = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+            vector += np.random.default_rng(seed).standard_normal(self.dim)
+        return (vector / np.linalg.norm(vector)).tolist()
+
+
+@pytest.fixture
+def spread_embed():
+    return SpreadEmbedding(dim=64)
 
 
 @pytest.fixture

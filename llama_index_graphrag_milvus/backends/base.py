@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Dict, List, Protocol, Sequence, Set
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Set
 
 import numpy as np
 
@@ -55,7 +55,8 @@ class Neighbourhood:
 
     `graph` is an immutable snapshot whose positions `cache` maps to ids (the store's whole adjacency,
     or the neighbourhood loaded from Milvus). `relations` are the candidates' positions, best first by
-    `similarities` (cosine to the question).
+    `similarities` (cosine to the question). `topics` answers which passages are about which entities
+    (for the hop and the topic ranking), with this retrieval's hub limit.
     """
 
     graph: Graph
@@ -64,6 +65,16 @@ class Neighbourhood:
     similarities: np.ndarray
     hub_passages: float
     reached: int = 0
+    topics: Optional["Topics"] = field(default=None, compare=False, repr=False)
+
+    def linked_passages(self, passage_id: str) -> List[str]:
+        """The passages about an entity that `passage_id` names (see `graph.topic_links`), hubs not
+        followed."""
+        return self.topics.linked(passage_id) if self.topics is not None else []
+
+    def passages_about(self, entity_ids: Sequence[int]) -> List[str]:
+        """The passages about any of these entities (see `graph.about`)."""
+        return self.topics.about(entity_ids) if self.topics is not None and len(entity_ids) else []
 
     def relation_ids(self) -> List[int]:
         """The candidates' ids, best first."""
@@ -73,8 +84,8 @@ class Neighbourhood:
         return self.cache.passage_ids(positions)
 
     def passages_of(self, relation_id: int) -> List[str]:
-        """The passages stating a relation."""
-        return self.cache.passages_of_relation(relation_id)
+        """The passages stating a relation, by passage id (so in the same order from every backend)."""
+        return sorted(self.cache.passages_of_relation(relation_id))
 
     def candidates(self) -> List[Candidate]:
         """The candidates as records: id, cosine to the question, the passages stating it; best first."""
@@ -85,11 +96,21 @@ class Neighbourhood:
 
     @cached_property
     def candidate_passages(self) -> List[List[str]]:
-        """The passages stating each candidate, in the candidates' order (one gather for all)."""
+        """The passages stating each candidate (by passage id), in the candidates' order (one gather)."""
         block = self.graph.relation_passage[self.relations]
         ids = self.passage_ids(block.indices)
-        return [ids[start:end] for start, end in zip(block.indptr[:-1].tolist(), block.indptr[1:].tolist())]
+        return [sorted(ids[start:end]) for start, end in zip(block.indptr[:-1].tolist(), block.indptr[1:].tolist())]
 
+
+
+class Topics(Protocol):
+    """Which passages are about which entities, as a backend reads it (`graph.about`)."""
+
+    def linked(self, passage_id: str) -> List[str]:
+        """The passages about an entity that a passage names, hubs left out (sorted ids)."""
+
+    def about(self, entity_ids: Sequence[int]) -> List[str]:
+        """The passages about any of these entities (sorted ids)."""
 
 
 def hub_limit(passages: int, fraction: float) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 import llama_index_graphrag_milvus.milvus.snapshot as snapshot_file
 from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood, Written, hub_limit
-from llama_index_graphrag_milvus.graph.sparse import topic_links
+from llama_index_graphrag_milvus.graph.sparse import Graph, about, topic_links, unique
 from llama_index_graphrag_milvus.graph.walk import GraphAdjacency, walk
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.search import CachedSearch, VectorSearch
@@ -133,12 +133,8 @@ class MemoryGraph:
         return self.cache.counts()
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
-        cache, graph = self.cache, self.cache.snapshot()
-        position = cache.passages.lookup([passage_id])
-        if position[0] < 0:
-            return []
-        hubs = hub_limit(cache.counts()["passages"], hub_fraction)  # stored passages, not every position
-        return cache.passage_ids(topic_links(graph, int(position[0]), hubs))
+        hubs = hub_limit(self.cache.counts()["passages"], hub_fraction)
+        return GraphTopics(self.cache.snapshot(), self.cache, hubs).linked(passage_id)
 
     @property
     def snapshot_used(self) -> bool:
@@ -161,7 +157,7 @@ class MemoryGraph:
             request.with_context, request.synonyms,
         )
         positions, similarities = self.search.rank_relations(request.vector, cache, reached, request.cap)
-        return Neighbourhood(graph, cache, positions, similarities, hubs, touched)
+        return Neighbourhood(graph, cache, positions, similarities, hubs, touched, GraphTopics(graph, cache, hubs))
 
     # filling and saving -------------------------------------------------------------------------
     def _fill(self, columns: snapshot_file.Columns) -> None:
@@ -199,6 +195,24 @@ class MemoryGraph:
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class GraphTopics:
+    """`Topics` on a snapshot of the in-memory adjacency."""
+
+    def __init__(self, graph: Graph, cache: GraphCache, hub_passages: float) -> None:
+        self.graph, self.cache, self.hub_passages = graph, cache, hub_passages
+
+    def linked(self, passage_id: str) -> List[str]:
+        position = self.cache.passages.lookup([passage_id])
+        if position[0] < 0 or position[0] >= self.graph.shape[2]:
+            return []
+        return sorted(self.cache.passage_ids(topic_links(self.graph, int(position[0]), self.hub_passages)))
+
+    def about(self, entity_ids: Sequence[int]) -> List[str]:
+        positions = _found(self.cache.entities.lookup(np.asarray(list(entity_ids), dtype=np.int64)))
+        positions = positions[positions < self.graph.shape[0]]
+        return sorted(self.cache.passage_ids(about(self.graph, unique(positions))))
 
 
 def _found(positions: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from llama_index_graphrag_milvus.graph.sparse import ABOUT_SHARE
 from llama_index_graphrag_milvus.graph.walk import walk
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, EntityRow
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.milvus.search import best_first, similarities
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -40,6 +41,7 @@ class MilvusAdjacency:
         self.entities: Dict[int, EntityRow] = {}
         self.whole: Set[int] = set()  # entities whose every bucket is read
         self.ends: Dict[int, Tuple[int, int]] = {}
+        self.passages: Dict[str, Set[int]] = {}  # passage id -> the relations it states
 
     def entity_rows(self, ids: Iterable[int], whole: bool = False) -> Dict[int, EntityRow]:
         ids = [int(i) for i in ids]
@@ -68,9 +70,16 @@ class MilvusAdjacency:
         rows = self.entity_rows(entities.tolist())
         return np.array([i not in rows or rows[i].passage_count <= self.hub_passages for i in entities.tolist()], dtype=bool)
 
+    def passage_relations(self, passages: Sequence[str]) -> Dict[str, Set[int]]:
+        """The relations each stored passage states."""
+        missing = [p for p in dict.fromkeys(passages) if p not in self.passages]
+        if missing:
+            rows = self.collections.get(PASSAGES, missing, ["id", "relation_ids"])
+            self.passages.update((row["id"], set(row.get("relation_ids") or [])) for row in rows)
+        return {p: self.passages[p] for p in passages if p in self.passages}
+
     def relations_of_passages(self, passages: Sequence[str]) -> np.ndarray:
-        rows = self.collections.get(PASSAGES, list(passages), ["id", "relation_ids"])
-        return _ids(r for row in rows for r in row.get("relation_ids") or [])
+        return _ids(r for relations in self.passage_relations(passages).values() for r in relations)
 
     def synonyms_of(self, entities: np.ndarray) -> np.ndarray:
         rows = self.entity_rows(entities.tolist())
@@ -79,20 +88,48 @@ class MilvusAdjacency:
 
 
 class RelationScores:
-    """The question's cosine to relations, asked of Milvus once per relation: a cut scores the relations
-    not scored yet in one search, then keeps the best."""
+    """The question's cosine to relations, asked of Milvus once per relation (`search.similarities`): a
+    cut scores the relations not scored yet, then keeps the best."""
 
     def __init__(self, collections: Collections, vector: Sequence[float]) -> None:
         self.collections, self.vector = collections, vector
         self.scores: Dict[int, float] = {}
 
-    def best(self, ids: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
+    def score(self, ids: np.ndarray) -> None:
         missing = [i for i in ids.tolist() if i not in self.scores]
-        if missing:
-            hits = self.collections.search(RELATIONS, [self.vector], len(missing), among=missing)[0]
-            self.scores.update((i, s) for i, s, _ in hits)
-        ranked = sorted((i for i in ids.tolist() if i in self.scores), key=lambda i: -self.scores[i])[:top_k]
-        return np.array(ranked, dtype=np.int64), np.array([self.scores[i] for i in ranked])
+        self.scores.update(similarities(self.collections, RELATIONS, self.vector, missing))
+
+    def best(self, ids: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
+        self.score(ids)
+        kept = np.array([i for i in ids.tolist() if i in self.scores], dtype=np.int64)
+        return best_first(kept, np.array([self.scores[i] for i in kept.tolist()]), top_k, kept)
+
+
+class MilvusTopics:
+    """`Topics` from the adjacency index, reading each row once per retrieval (with `adjacency`'s)."""
+
+    def __init__(self, adjacency: MilvusAdjacency) -> None:
+        self.adjacency = adjacency
+
+    def linked(self, passage_id: str) -> List[str]:
+        adjacency = self.adjacency
+        named = adjacency.entities_of_relations(adjacency.relations_of_passages([passage_id]))
+        return [p for p in self._about(named.tolist(), adjacency.hub_passages) if p != passage_id]
+
+    def about(self, entity_ids: Sequence[int]) -> List[str]:
+        return self._about(entity_ids, float("inf"))
+
+    def _about(self, entity_ids: Sequence[int], hubs: float) -> List[str]:
+        """As `graph.about`: the passages stating a relation of an entity (not a hub), at least half of
+        whose relations name it."""
+        adjacency = self.adjacency
+        rows = adjacency.index.entities(list(entity_ids), ("relation_ids", "passage_ids"), whole=True)
+        rows = {e: row for e, row in rows.items() if row.passage_count <= hubs}
+        states = adjacency.passage_relations(sorted({p for row in rows.values() for p in row.passages}))
+        return sorted({
+            pid for row in rows.values() for pid in row.passages
+            if pid in states and len(states[pid] & row.relations) >= ABOUT_SHARE * len(states[pid])
+        })
 
 
 class MilvusGraph:
@@ -142,21 +179,8 @@ class MilvusGraph:
         return np.fromiter((i in stored for i in ids.tolist()), dtype=bool, count=len(ids))
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
-        """As `graph.topic_links`, from the rows of the passage, its relations and their entities, and the
-        passages stating those entities' relations: four lookups."""
-        hubs = self.hub_passages(hub_fraction)
-        adjacency = MilvusAdjacency(self.index, self.collections, hubs)
-        named = adjacency.entities_of_relations(adjacency.relations_of_passages([passage_id]))
-        rows = self.index.entities(named.tolist(), ("relation_ids", "passage_ids"), whole=True)
-        rows = {e: row for e, row in rows.items() if row.passage_count <= hubs}
-        stating = sorted({p for row in rows.values() for p in row.passages})
-        states = self.passage_relations(stating)
-        linked = {
-            pid for row in rows.values() for pid in row.passages
-            if pid in states and len(states[pid] & row.relations) >= ABOUT_SHARE * len(states[pid])
-        }
-        linked.discard(passage_id)
-        return sorted(linked)
+        adjacency = MilvusAdjacency(self.index, self.collections, self.hub_passages(hub_fraction))
+        return MilvusTopics(adjacency).linked(passage_id)
 
     def expand(self, request: Expansion) -> Neighbourhood:
         """The walk (`graph.walk`) by lookups, every step cut by one Milvus search; then the candidates'
@@ -166,7 +190,7 @@ class MilvusGraph:
         scores = RelationScores(self.collections, request.vector)
         reached, touched = walk(
             adjacency, list(request.entities), list(request.relations), list(request.passages), request.degree,
-            lambda ids: scores.best(ids, request.cap)[0], request.with_context, request.synonyms,
+            lambda ids: scores.best(ids, request.cap)[0], request.with_context, request.synonyms, scores.score,
         )
         ids, similarities = scores.best(reached, request.cap)
         local = self._neighbourhood(adjacency, ids)
@@ -178,21 +202,19 @@ class MilvusGraph:
         graph = dataclasses.replace(graph, counts=counts)
         positions = local.relations.lookup(ids)
         kept = positions >= 0
-        return Neighbourhood(graph, local, positions[kept], similarities[kept], hubs, touched)
+        return Neighbourhood(graph, local, positions[kept], similarities[kept], hubs, touched, MilvusTopics(adjacency))
 
     def _neighbourhood(self, adjacency: MilvusAdjacency, candidates: np.ndarray) -> GraphCache:
-        """A `GraphCache` of the candidates: their entities, the stored passages stating them, and the
-        synonym links between their entities."""
+        """A `GraphCache` of the candidates: their entities, the passages stating them, and the synonym
+        links between their entities. (A passage an interrupted write indexed but did not store is left
+        out when the passages are read: the write, run again, stores it.)"""
         local = GraphCache()
         rows = self.index.relations(candidates.tolist())
         local.add_relations((r, rows[r].subject, rows[r].object) for r in candidates.tolist() if r in rows)
-        pids = sorted({p for row in rows.values() for p in row.passages})
-        stored = {row["id"] for row in self.collections.get(PASSAGES, pids, ["id"])}
         stating: Dict[str, List[int]] = {}
         for r in candidates.tolist():
             for pid in sorted(rows[r].passages) if r in rows else []:
-                if pid in stored:
-                    stating.setdefault(pid, []).append(r)
+                stating.setdefault(pid, []).append(r)
         local.add_passages(stating.items())
         ends = {e for row in rows.values() for e in (row.subject, row.object)}
         entities = adjacency.entity_rows(ends)

@@ -178,25 +178,28 @@ def personalized_pagerank(
 ABOUT_SHARE = 0.5
 
 
-def topic_links(graph: Graph, passage: int, hub_passages: float, share: float = ABOUT_SHARE) -> np.ndarray:
-    """The passages about an entity that `passage` names (positions, sorted; `passage` left out).
-
-    A passage is about an entity when at least `share` of its relations name it: the subject of a
-    passage's title links, an LLM's triples' main subject. The entities `passage` names are those of its
-    relations, hubs (stated in more than `hub_passages` passages) left out. This is the second hop of a
-    bridge question: the top passage names the entity the answer's passage is about. Only the rows of
-    the named entities' relations and of the passages stating them are read."""
-    named = graph.entities_of_relations(graph.relations_of_passages(np.array([passage])))
-    named = named[graph.passage_counts[named] <= hub_passages]
+def about(graph: Graph, entities: np.ndarray, share: float = ABOUT_SHARE) -> np.ndarray:
+    """The passages about any of `entities` (positions, sorted): a passage is about an entity when at
+    least `share` of its relations name it (the subject of a passage's title links, an LLM's triples'
+    main subject). Only the rows of the entities' relations and of the passages stating them are read."""
     indptr = graph.passage_relation.indptr
-    linked = []
-    for entity in named.tolist():
+    found = []
+    for entity in np.asarray(entities, dtype=np.int64).tolist():
         stating = neighbours(graph.relation_passage, neighbours(graph.entity_relation, np.array([entity])))
         if len(stating) == 0:
             continue
         passages, counts = np.unique(stating, return_counts=True)
-        linked.append(passages[counts >= share * (indptr[passages + 1] - indptr[passages])])
-    found = unique(np.concatenate(linked)) if linked else _EMPTY
+        found.append(passages[counts >= share * (indptr[passages + 1] - indptr[passages])])
+    return unique(np.concatenate(found)) if found else _EMPTY
+
+
+def topic_links(graph: Graph, passage: int, hub_passages: float, share: float = ABOUT_SHARE) -> np.ndarray:
+    """The passages about an entity that `passage` names (positions, sorted; `passage` left out): the
+    second hop of a bridge question, where the top passage names the entity the answer's passage is
+    about. The entities `passage` names are those of its relations, hubs (stated in more than
+    `hub_passages` passages) left out."""
+    named = graph.entities_of_relations(graph.relations_of_passages(np.array([passage])))
+    found = about(graph, named[graph.passage_counts[named] <= hub_passages], share)
     return found[found != passage]
 
 

@@ -138,11 +138,13 @@ def walk(
     cut: Cut,
     with_context: bool = True,
     synonyms: bool = True,
+    prefetch: Optional[Callable[[np.ndarray], None]] = None,
 ) -> Tuple[np.ndarray, int]:
     """Every relation a retrieval considers, and how many the walk touched: the walks from the seed
     entities and relations; with context, cut to the best, plus the relations of the top dense
     `passages` and the best relations of the walkable synonyms of the best candidates' entities (every
-    step cut by `cut`, so a hub costs one pass)."""
+    step cut by `cut`, so a hub costs one pass). `prefetch`, when given, is told every relation the
+    first cut and the final ranking will score, before the first cut (to score them in one call)."""
     reached = union(
         expand_from_entities(adjacency, entities, degree, cut),
         expand_from_relations(adjacency, relations, degree, cut),
@@ -150,8 +152,10 @@ def walk(
     touched = len(reached)
     if not with_context:
         return reached, touched
-    ranked = np.asarray(cut(reached), dtype=np.int64) if len(reached) else reached
     from_passages = adjacency.relations_of_passages(passages) if len(passages) else reached[:0]
+    if prefetch is not None:
+        prefetch(union(reached, from_passages))
+    ranked = np.asarray(cut(reached), dtype=np.int64) if len(reached) else reached
     reached = union(ranked, from_passages)
     if synonyms:  # from the entities of the best candidates only
         sources = union(ranked[:SYNONYM_SOURCES], from_passages)

@@ -245,7 +245,7 @@ class Collections:
     # the write generation -------------------------------------------------------------------
     def generation(self) -> str:
         """The token of the collections' current state; every write by any store changes it."""
-        rows = self.client.query(self.state_name, filter="id == 0", output_fields=["generation"])
+        rows = self.client.query(self.state_name, filter="id == 0", output_fields=["generation"], consistency_level="Strong")
         return rows[0]["generation"] if rows else ""
 
     def advance(self) -> str:
@@ -260,7 +260,9 @@ class Collections:
         """Rows of `kind` matching `filter` (an expression built by this module's helpers)."""
         kwargs = {} if limit is None else {"limit": limit}
         self.calls[f"query {kind}"] += 1
-        return self.client.query(self.names[kind], filter=filter, output_fields=list(fields), **kwargs)
+        return self.client.query(
+            self.names[kind], filter=filter, output_fields=list(fields), consistency_level=self._consistency_level, **kwargs
+        )
 
     def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str]) -> List[Dict[str, Any]]:
         """The rows of `kind` with the given ids (in no particular order), `ID_BATCH` ids a query."""
@@ -300,6 +302,7 @@ class Collections:
                 limit=limit if batch is None else min(limit, len(batch)),
                 output_fields=list(fields),
                 anns_field="embedding",
+                consistency_level=self._consistency_level,
             )
             for row, hit_list in zip(found, hits):
                 row += [(h["id"], float(h["distance"]), h.get("entity", {})) for h in hit_list]

@@ -8,17 +8,38 @@ One protocol, `VectorSearch`, with two implementations picked once when a store 
 
 from __future__ import annotations
 
-from typing import Dict, List, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, KINDS, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.schema import ScoredEntity
-from llama_index_graphrag_milvus.milvus.vectors import VectorCache
+from llama_index_graphrag_milvus.milvus.vectors import VectorCache, unit_rows
 
 #: (ids, cosines) of a search, best first.
 Hits = Tuple[List, List[float]]
+
+#: Rows whose vectors a similarity is computed from here (fetched by primary key) rather than by a
+#: search among them in Milvus: fewer than this, a lookup is cheaper than a search, and exact.
+FETCH_LIMIT = 1024
+
+
+def similarities(collections: Collections, kind: str, vector: Sequence[float], ids: Sequence) -> Dict:
+    """The cosine of `vector` with each stored row of `ids`. Up to `FETCH_LIMIT` ids, their vectors are
+    read by primary key and the cosines computed here as the in-process cache computes them (float32
+    unit vectors), so both give the same numbers; more are scored by one search among them."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return {}
+    if len(ids) > FETCH_LIMIT:
+        return {i: s for i, s, _ in collections.search(kind, [vector], len(ids), among=ids)[0]}
+    rows = collections.get(kind, ids, ["id", "embedding"])
+    if not rows:
+        return {}
+    matrix = unit_rows(np.asarray([row["embedding"] for row in rows], dtype=np.float32))
+    scores = np.dot(matrix, unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0])
+    return dict(zip((row["id"] for row in rows), scores.astype(np.float64).tolist()))
 
 
 class VectorSearch(Protocol):
@@ -52,13 +73,24 @@ class VectorSearch(Protocol):
         """Forget every vector (the store was cleared)."""
 
 
-def _top(positions: np.ndarray, scores: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
-    """The `top_k` best (position, score) pairs, best first (stable on ties)."""
-    if len(positions) > top_k:
-        keep = np.argpartition(-scores, top_k - 1)[:top_k]
-        positions, scores = positions[keep], scores[keep]
-    order = np.argsort(-scores, kind="stable")
-    return positions[order], scores[order]
+#: Extra hits a top-k search asks for, so that equal scores at its end are settled by id, alike in every
+#: backend (a search keeps an arbitrary one of tied rows).
+TIE_MARGIN = 8
+
+
+def _settled(ids: List, scores: np.ndarray, top_k: int) -> List[Tuple[Any, float]]:
+    """The `top_k` best of a search's hits (over-fetched by `TIE_MARGIN`), equal scores by id."""
+    keys = np.array(ids, dtype=object if ids and isinstance(ids[0], str) else np.int64)
+    kept, kept_scores = best_first(keys, scores, top_k, keys.astype(str) if keys.dtype == object else keys)
+    return list(zip(kept.tolist(), kept_scores.tolist()))
+
+
+def best_first(keys: np.ndarray, scores: np.ndarray, top_k: int, ties: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The `top_k` best (key, score) pairs, best first; equal scores in the order of `ties` (the rows'
+    ids), so that every backend keeps and orders the same ones."""
+    keys, scores = np.asarray(keys), np.asarray(scores, dtype=np.float64)
+    order = np.lexsort((np.asarray(ties), -scores))[:top_k]
+    return keys[order], scores[order]
 
 
 class CachedSearch:
@@ -77,20 +109,21 @@ class CachedSearch:
     def entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
         if not len(vectors):
             return []
-        ids = self.cache.entities.ids
-        found = self.vectors[ENTITIES].top_k_many(vectors, top_k, self.cache.entities.mask())
+        registry = self.cache.entities
+        found = self.vectors[ENTITIES].top_k_many(vectors, top_k + TIE_MARGIN, registry.mask())
+        hits = [_settled(registry.ids_at(pos), sc, top_k) for pos, sc in found]
         return [
-            [ScoredEntity(ids[p], self.cache.entity_name(p), float(s)) for p, s in zip(pos.tolist(), sc.tolist())]
-            for pos, sc in found
+            [ScoredEntity(e, self.cache.entity_name(p), s) for (e, s), p in zip(row, registry.lookup([e for e, _ in row]).tolist())]
+            for row in hits
         ]
 
     def relations(self, vector: Sequence[float], top_k: int) -> List[Tuple[int, float]]:
-        positions, scores = self.vectors[RELATIONS].top_k(vector, top_k, self.cache.relations.mask())
-        return list(zip(self.cache.relations.ids_at(positions), scores.tolist()))
+        positions, scores = self.vectors[RELATIONS].top_k(vector, top_k + TIE_MARGIN, self.cache.relations.mask())
+        return _settled(self.cache.relations.ids_at(positions), scores, top_k)
 
     def passages(self, vector: Sequence[float], top_k: int) -> List[Tuple[str, float]]:
-        positions, scores = self.vectors[PASSAGES].top_k(vector, top_k, self.cache.passages.mask())
-        return list(zip(self.cache.passage_ids(positions), scores.tolist()))
+        positions, scores = self.vectors[PASSAGES].top_k(vector, top_k + TIE_MARGIN, self.cache.passages.mask())
+        return _settled(self.cache.passage_ids(positions), scores, top_k)
 
     def rank_relations(
         self, vector: Sequence[float], cache: GraphCache, positions: np.ndarray, top_k: int
@@ -99,7 +132,8 @@ class CachedSearch:
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size == 0:
             return positions, np.zeros(0)
-        return _top(positions, self.vectors[RELATIONS].similarity(vector, positions), top_k)
+        scores = self.vectors[RELATIONS].similarity(vector, positions)
+        return best_first(positions, scores, top_k, cache.relations.ids_array()[positions])
 
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
         if not len(passage_ids):
@@ -143,15 +177,27 @@ class MilvusSearch:
     def put(self, kind: str, ids: Sequence, vectors: Sequence[Sequence[float]]) -> None:
         pass  # Milvus holds them already
 
+    def _top(self, kind: str, vectors: Sequence[Sequence[float]], top_k: int, fields: Sequence[str] = ()):
+        """Each vector's `top_k` hits, their cosines computed again here (`similarities`: the numbers the
+        in-process search gives) and ties settled by id; and the hits' fields."""
+        found = self.collections.search(kind, vectors, top_k + TIE_MARGIN, fields=fields)
+        rows = {i: row for hits in found for i, _, row in hits}
+        settled = []
+        for vector, hits in zip(vectors, found):
+            exact = similarities(self.collections, kind, vector, [i for i, _, _ in hits])
+            ids = [i for i, _, _ in hits if i in exact]
+            settled.append(_settled(ids, np.array([exact[i] for i in ids]), top_k))
+        return settled, rows
+
     def entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
-        found = self.collections.search(ENTITIES, vectors, top_k, fields=["name"])
-        return [[ScoredEntity(i, row.get("name", ""), s) for i, s, row in hits] for hits in found]
+        found, rows = self._top(ENTITIES, vectors, top_k, ["name"])
+        return [[ScoredEntity(i, rows[i].get("name", ""), s) for i, s in hits] for hits in found]
 
     def relations(self, vector: Sequence[float], top_k: int) -> List[Tuple[int, float]]:
-        return [(i, s) for i, s, _ in self.collections.search(RELATIONS, [vector], top_k)[0]]
+        return self._top(RELATIONS, [vector], top_k)[0][0]
 
     def passages(self, vector: Sequence[float], top_k: int) -> List[Tuple[str, float]]:
-        return [(i, s) for i, s, _ in self.collections.search(PASSAGES, [vector], top_k)[0]]
+        return self._top(PASSAGES, [vector], top_k)[0][0]
 
     def rank_relations(
         self, vector: Sequence[float], cache: GraphCache, positions: np.ndarray, top_k: int
@@ -159,15 +205,14 @@ class MilvusSearch:
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size == 0:
             return positions, np.zeros(0)
-        ids = cache.relations.ids_at(positions)
-        hits = self.collections.search(RELATIONS, [vector], top_k, among=ids)[0]
-        found = cache.relations.lookup(np.array([i for i, _, _ in hits], dtype=np.int64))
-        scores = np.array([s for _, s, _ in hits])
-        return found[found >= 0], scores[found >= 0]
+        scored = similarities(self.collections, RELATIONS, vector, cache.relations.ids_at(positions))
+        ids = np.fromiter(scored, np.int64, len(scored))
+        found = cache.relations.lookup(ids)
+        kept = found >= 0
+        return best_first(found[kept], np.array(list(scored.values()))[kept], top_k, ids[kept])
 
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
-        hits = self.collections.search(PASSAGES, [vector], len(passage_ids), among=list(passage_ids))[0]
-        return {i: s for i, s, _ in hits}
+        return similarities(self.collections, PASSAGES, vector, passage_ids)
 
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
         found: List[Dict[int, float]] = []

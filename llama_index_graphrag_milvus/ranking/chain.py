@@ -35,7 +35,7 @@ class ChainRanker:
         for pid, score, i in zip(pids, scores.tolist(), via.tolist()):
             total[pid] = dense.get(pid, 0.0) + self.graph_weight * score
             chains[pid] = [candidates[best[i]], candidates[i]] if best[i] >= 0 else [candidates[i]]
-        ranking = sorted(total.items(), key=lambda kv: -kv[1])
+        ranking = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))  # ties by passage id
         # a passage's own relation first, then the neighbour it chained with
         stated = {pid: chain[::-1] for pid, chain in chains.items()}
         return Ranking(self.name, ranking, stated, chosen_relations(chains, ranking, task.top_n))

@@ -10,7 +10,7 @@ from llama_index_graphrag_milvus.ranking.base import Ranking, RankTask, chosen_r
 @dataclass
 class HopRanker:
     """The second hop of a bridge question: the top dense passage, then the passages about an entity it
-    names (`MilvusGraphStore.linked_passages`: at least half of their relations name it; hubs not
+    names (`Neighbourhood.linked_passages`, as `MilvusGraphStore.linked_passages`: at least half of their relations name it; hubs not
     followed), by dense similarity. Only those passages are ranked: it is meant to be fused. With no
     passage to hop to, the ranking is the top passage alone, which then counts once more in the fusion."""
 
@@ -21,7 +21,7 @@ class HopRanker:
         if not task.dense:
             return Ranking(self.name, [])
         anchor = task.dense[0][0]
-        linked = task.store.linked_passages(anchor, task.hub_fraction)
+        linked = task.neighbourhood.linked_passages(anchor)
         cosines = task.passage_cosines(linked)
         ranking = [task.dense[0]] + sorted(((p, cosines.get(p, 0.0)) for p in linked), key=lambda kv: -kv[1])
         via = task.own_relation

@@ -50,7 +50,7 @@ class PPRRanker:
         cosines = task.passage_cosines(pids)
         restart[passages] = _min_max(np.array([cosines.get(p, 0.0) for p in pids])) * self.passage_weight
         rank = personalized_pagerank(sub.adjacency, restart, damping=self.damping)[passages]
-        ranking = [(pids[i], float(rank[i])) for i in np.argsort(-rank, kind="stable")]
+        ranking = [(pids[i], float(rank[i])) for i in np.lexsort((np.array(pids), -rank))]  # ties by passage id
         reached = set(pids)
         ranking += [(pid, 0.0) for pid, _ in task.dense if pid not in reached]
         return Ranking(self.name, ranking, via, chosen_relations(via, ranking, task.top_n))

@@ -1,0 +1,124 @@
+"""`adjacency="milvus"` at scale on a real Milvus server (2.3.5 standalone, in a private network
+namespace): retrieval p50 / p90, Milvus calls per retrieval and the client's memory, at 10^4, 10^5 and
+10^6 relations of the synthetic corpus (`corpus.py`, hash embedding of dim 32, so that the embedder is not
+what is measured); the same store in memory mode beside it.
+
+    python -m benchmarks.scale.on_server --sizes 1e4,1e5,1e6 --out benchmarks/results/scale_milvus_mode.json
+
+Each size is ingested once (memory mode, the default transform); each mode is then measured in a fresh
+process, so that its resident memory (RSS) is its own: first with a store opened on an empty prefix (the
+baseline: Python, LlamaIndex, pymilvus), then on the corpus, after 100 retrievals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+from llama_index.core.schema import QueryBundle
+
+from benchmarks import server as milvus_server
+from benchmarks.scale.common import DIM, fmt_size
+from benchmarks.scale.corpus import make_corpus, questions
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
+from llama_index_graphrag_milvus.embeddings import HashEmbedding
+
+QUESTIONS = 100
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now, in MB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def ingest(uri: str, size: int, batch: int = 2000) -> Dict[str, Any]:
+    corpus = make_corpus(size)
+    store = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(DIM), collection_prefix=f"s{fmt_size(size)}", overwrite=True)
+    transform = GraphRAGTransform(store=store, llm=None)
+    start = time.perf_counter()
+    for first in range(0, corpus.n_passages, batch):
+        transform([corpus.node(p) for p in range(first, min(first + batch, corpus.n_passages))])
+    seconds = time.perf_counter() - start
+    counts = store.count()
+    store.close()
+    print(f"{size}: ingested {counts} in {seconds:.0f} s", file=sys.stderr, flush=True)
+    return {"seconds": round(seconds, 1), "relations_per_s": round(counts["relations"] / seconds), "counts": counts}
+
+
+def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
+    """In this process: the baseline RSS, then retrieval on the corpus in one mode."""
+    embed = HashEmbedding(DIM)
+    empty = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix="empty_baseline", adjacency=adjacency)
+    GraphRAGRetriever(store=empty, llm=None).retrieve("warm up")
+    empty.close()
+    baseline = _rss_mb()
+    opened = time.perf_counter()
+    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=f"s{fmt_size(size)}", adjacency=adjacency)
+    open_s = time.perf_counter() - opened
+    retriever = GraphRAGRetriever(store=store, similarity_top_k=10, llm=None)
+    texts = questions(make_corpus(size), np.random.default_rng(7), QUESTIONS)
+    vectors = [embed.get_query_embedding(t) for t in texts]
+    retriever.retrieve(QueryBundle("warm up", embedding=vectors[0]))
+    ms, calls = [], Counter()
+    for text, vector in zip(texts, vectors):
+        before = Counter(store.collections.calls)
+        start = time.perf_counter()
+        retriever.retrieve(QueryBundle(text, embedding=vector))
+        ms.append(1000 * (time.perf_counter() - start))
+        calls.update(store.collections.calls - before)
+    rss = _rss_mb()
+    store.close()
+    ms.sort()
+    return {
+        "p50_ms": round(statistics.median(ms), 1), "p90_ms": round(ms[int(0.9 * (len(ms) - 1))], 1),
+        "open_s": round(open_s, 2), "rss_mb_above_empty_store": round(rss - baseline, 1), "rss_mb": round(rss, 1),
+        "calls_per_retrieval": round(sum(calls.values()) / len(texts), 1),
+        "calls_by_kind": {k: round(v / len(texts), 2) for k, v in sorted(calls.items())},
+    }
+
+
+def main(argv: List[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1e4,1e5,1e6")
+    parser.add_argument("--out", default="benchmarks/results/scale_milvus_mode.json")
+    parser.add_argument("--measure", nargs=3, metavar=("URI", "SIZE", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        uri, size, mode = args.measure
+        print("RESULT " + json.dumps(measure(uri, int(float(size)), mode)), flush=True)
+        return
+    if not milvus_server.inside():
+        sys.exit(milvus_server.rerun_inside(["-m", "benchmarks.scale.on_server", *(argv or sys.argv[1:])]))
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    report: Dict[str, Any] = {"server": "Milvus 2.3.5 standalone", "questions": QUESTIONS, "dim": DIM, "sizes": {}}
+    with milvus_server.server() as uri:
+        for size in sizes:
+            entry = report["sizes"][str(size)] = {"ingest": ingest(uri, size)}
+            for mode in ("milvus", "memory"):
+                done = subprocess.run([sys.executable, "-m", "benchmarks.scale.on_server", "--measure", uri, str(size), mode],
+                                      capture_output=True, text=True, check=False)
+                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                entry[mode] = json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
+                print(f"{size} {mode}: {entry[mode]}", file=sys.stderr, flush=True)
+            Path(args.out).write_text(json.dumps(report, indent=1))
+    first, last = str(sizes[0]), str(sizes[-1])
+    if "p50_ms" in report["sizes"][first].get("milvus", {}) and "p50_ms" in report["sizes"][last].get("milvus", {}):
+        report["milvus_p50_ratio_largest_to_smallest"] = round(
+            report["sizes"][last]["milvus"]["p50_ms"] / report["sizes"][first]["milvus"]["p50_ms"], 2)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
