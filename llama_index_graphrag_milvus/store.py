@@ -69,10 +69,14 @@ class MilvusGraphStore:
             above, see `milvus.vectors`). Defaults to on for Milvus Lite, whose every call is slow, and off
             for a server. Needs `adjacency="memory"`.
         adjacency: "memory" (the default) keeps the sparse adjacency in this process, rebuilt on open;
-            "milvus" keeps none: writes, deletes and retrieval load the neighbourhood they touch from
-            Milvus with batched queries, for graphs larger than one process's memory.
-        consistency_level: Of new collections. "Strong" (the default) reads every write at once; on a
-            Milvus server "Bounded" or "Session" read faster but may miss writes for a few seconds.
+            "milvus" keeps none: every hop reads the rows it touches from the adjacency index in Milvus,
+            by primary key, for graphs larger than one process's memory. Both give the same answers.
+        consistency_level: Of every read (and of new collections). "Session" (the default, as
+            LlamaIndex's `MilvusVectorStore`) reads this store's own writes at once and other clients'
+            within a moment; "Strong" reads every client's at once, at a cost on a server of about
+            200 ms a call (Milvus 2.3.5 standalone waits for its next time tick), so a retrieval of ~10
+            calls takes seconds. The write generation that snapshots and caches trust is always read
+            Strong.
         snapshot: Where to save the in-memory caches on `close()`, so that the next open builds them
             from that file instead of re-reading every row (see `milvus.snapshot`). Defaults to
             `<database path>.graphrag-cache/<prefix>.npz` on Milvus Lite and to none on a server, where
@@ -95,7 +99,7 @@ class MilvusGraphStore:
         synonym_threshold: Optional[float] = 0.9,
         vector_cache: Optional[bool] = None,
         adjacency: str = "memory",
-        consistency_level: str = "Strong",
+        consistency_level: str = "Session",
         snapshot: Optional[str | bool] = None,
         overwrite: bool = False,
         **client_kwargs: Any,
