@@ -12,6 +12,7 @@ from llama_index_graphrag_milvus.explain import Explanation
 from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor, ExcludeTriplets
 from llama_index_graphrag_milvus.graph.sparse import Graph
 from llama_index_graphrag_milvus.index import GraphRAGIndex
+from llama_index_graphrag_milvus.property_graph import MilvusPropertyGraphStore
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever, Retrieval
 from llama_index_graphrag_milvus.schema import ScoredRelation, Triplet
 from llama_index_graphrag_milvus.store import GraphStoreError, MilvusGraphStore
@@ -27,6 +28,7 @@ __all__ = [
     "GraphRAGTransform",
     "GraphStoreError",
     "MilvusGraphStore",
+    "MilvusPropertyGraphStore",
     "Retrieval",
     "ScoredRelation",
     "Triplet",

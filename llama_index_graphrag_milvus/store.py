@@ -16,7 +16,7 @@ import asyncio
 import logging
 import re
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -126,7 +126,8 @@ class MilvusGraphStore:
         try:
             self._graph, self._search = open_backend(self.collections, adjacency, vector_cache, snapshot, overwrite)
             self._graph.open()
-            ensure_index(AdjacencyIndex(self.collections))
+            self._index = AdjacencyIndex(self.collections)
+            ensure_index(self._index)
         except BaseException:
             self.collections.close()
             raise
@@ -146,17 +147,10 @@ class MilvusGraphStore:
         """The `MilvusClient` (None once closed)."""
         return self.collections.client
 
-    @property
-    def entities_collection(self) -> str:
-        return self.collections.names[ENTITIES]
-
-    @property
-    def relations_collection(self) -> str:
-        return self.collections.names[RELATIONS]
-
-    @property
-    def passages_collection(self) -> str:
-        return self.collections.names[PASSAGES]
+    #: The names of the three collections.
+    entities_collection = property(lambda self: self.collections.names[ENTITIES])
+    relations_collection = property(lambda self: self.collections.names[RELATIONS])
+    passages_collection = property(lambda self: self.collections.names[PASSAGES])
 
     @property
     def backend(self) -> GraphBackend:
@@ -181,6 +175,12 @@ class MilvusGraphStore:
         with no relation. The adjacency follows."""
         with self._write_lock:
             self._writer.delete(ref_doc_id)
+
+    def delete_passages(self, passage_ids: Sequence[str]) -> None:
+        """Delete passages by id (`passage_ids`), the relations no other passage states, and the entities
+        left with no relation."""
+        with self._write_lock:
+            self._writer.delete_passages(passage_ids)
 
     def clear(self) -> None:
         """Delete every entity, relation and passage of this store, and start empty. Retrievals running
@@ -254,6 +254,14 @@ class MilvusGraphStore:
         Hubs, the entities stated in more than `hub_fraction` of the passages (and in more than 20), are
         not followed, as in retrieval's walks."""
         return self._graph.linked_passages(passage_id, hub_fraction)
+
+    def relations_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
+        """The relation ids of each stored entity (from the adjacency index: one lookup a batch)."""
+        return {e: row.relations for e, row in self._index.entities(entity_ids, ("relation_ids",)).items()}
+
+    def passages_stating(self, relation_ids: Sequence[int]) -> Dict[int, Set[str]]:
+        """The ids of the passages stating each stored relation (from the adjacency index)."""
+        return {r: row.passages for r, row in self._index.relations(relation_ids).items()}
 
     def describe(self, relation_ids: Sequence[int]) -> Dict[int, Triplet]:
         """The subject, predicate and object of each stored relation (one query per 1,000 ids)."""

@@ -13,7 +13,8 @@ PACKAGE = Path(package.__file__).resolve().parent
 
 PUBLIC = [
     "CooccurrenceExtractor", "ExcludeTriplets", "Explanation", "Graph", "GraphRAGIndex", "GraphRAGRetriever",
-    "GraphRAGTransform", "GraphStoreError", "MilvusGraphStore", "Retrieval", "ScoredRelation", "Triplet",
+    "GraphRAGTransform", "GraphStoreError", "MilvusGraphStore", "MilvusPropertyGraphStore", "Retrieval",
+    "ScoredRelation", "Triplet",
 ]
 
 #: Module paths README names, with a name each must give.
@@ -34,6 +35,7 @@ MAY_IMPORT = {
     "ingest": {"llm", "milvus", "graph", "backends"},
     "ranking": {"backends", "graph", "llm", "store"},  # `store` only as a type
     "explain": {"milvus", "store"},  # `store` only as a type
+    "property_graph": {"milvus", "store", "retriever"},
 }
 
 

@@ -81,11 +81,18 @@ class Writer:
     def delete(self, ref_doc_id: str) -> None:
         """Delete a document: its passages, the relations no other passage states, and the entities left
         with no relation."""
-        pids = self.passages_of(ref_doc_id)
+        self.delete_passages(self.passages_of(ref_doc_id))
+
+    def delete_passages(self, pids: Sequence[str]) -> None:
+        """Delete passages by id, and what only they supported."""
+        pids = list(dict.fromkeys(pids))
         if not pids:
             return
         stored = self.graph.passage_relations(pids)
-        change = plan_adjacency(self.index, [PassageChange(p, stored.get(p) or set(), set()) for p in pids])
+        pids = [p for p in pids if p in stored]
+        if not pids:
+            return
+        change = plan_adjacency(self.index, [PassageChange(p, stored[p], set()) for p in pids])
 
         def write() -> Written:
             self.index.write(change.entities, change.relations)
