@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -63,6 +63,9 @@ class GraphRAGRetriever(BaseRetriever):
         expansion_degree: Degrees of expansion (1 or 2 is enough).
         max_candidate_relations: Cap on the candidates (and on each hop's frontier), by similarity.
         rerank_top_n: Relations the LLM is asked to choose at most; relations listed as the chain followed.
+        llm_trust: How far the LLM's pick is trusted: "confirmed" (the default) puts its passages first
+            when the graph confirms the picks as a chain from the question's entities, and else lets it
+            vote in the fusion; "always" puts them first; "vote" only votes (`ranking.LLMRanker`).
         reranker: "fused" (the default), "chain", "ppr", "similarity" or a `Ranker` object: the ranking of
             the passages, which an `llm`'s choice then lifts passages within.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
@@ -83,6 +86,7 @@ class GraphRAGRetriever(BaseRetriever):
         expansion_degree: int = 1,
         max_candidate_relations: int = 300,
         rerank_top_n: int = 3,
+        llm_trust: str = "confirmed",
         reranker: Union[str, Ranker, None] = None,
         dense_seed_k: int = 5,
         graph_weight: float = 0.3,
@@ -107,7 +111,9 @@ class GraphRAGRetriever(BaseRetriever):
         self.rerank_top_n, self.dense_seed_k = rerank_top_n, dense_seed_k
         self.hub_fraction, self.use_synonyms = hub_fraction, use_synonyms
         self.ner_prompt = ner_prompt or NER_PROMPT
-        self.ranker: Ranker = LLMRanker(llm, base, rerank_prompt or RERANK_PROMPT) if llm is not None else base
+        self.ranker: Ranker = (
+            LLMRanker(llm, base, rerank_prompt or RERANK_PROMPT, trust=llm_trust) if llm is not None else base
+        )
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # prompts ------------------------------------------------------------------------------------
@@ -187,12 +193,8 @@ class GraphRAGRetriever(BaseRetriever):
     def _search_entities(self, run: Retrieval, mention_vectors: List[List[float]], start: float) -> None:
         for hits in self.store.search_entities(mention_vectors, self.entity_top_k):
             run.seed_entities.extend(hits)
-        dispatcher.event(
-            GraphRAGEntitySearchEvent(
-                query=run.query, duration_ms=_ms(start), mentions=list(run.mentions),
-                entities=[f"{e.name} ({e.score:.3f})" for e in run.seed_entities], by_llm=self.llm is not None,
-            )
-        )
+        entities = [f"{e.name} ({e.score:.3f})" for e in run.seed_entities]
+        _emit(GraphRAGEntitySearchEvent, run, start, mentions=list(run.mentions), entities=entities, by_llm=self.llm is not None)
 
     def _gather(self, run: Retrieval, vector: List[float]) -> Tuple[List[Scored], Neighbourhood]:
         """Seed relations, dense passages and the candidate relations around them."""
@@ -204,23 +206,14 @@ class GraphRAGRetriever(BaseRetriever):
     def _relation_search(self, run: Retrieval, vector: List[float]) -> List[Scored]:
         start = time.perf_counter()
         seeds = self.store.search_relations(vector, self.relation_top_k)
-        dispatcher.event(
-            GraphRAGRelationSearchEvent(
-                query=run.query, duration_ms=_ms(start), relation_ids=[r for r, _ in seeds], scores=[s for _, s in seeds]
-            )
-        )
+        _emit(GraphRAGRelationSearchEvent, run, start, relation_ids=[r for r, _ in seeds], scores=[s for _, s in seeds])
         return seeds
 
     @dispatcher.span
     def _dense_search(self, run: Retrieval, vector: List[float]) -> None:
         start = time.perf_counter()
         run.dense = self.store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k))
-        dispatcher.event(
-            GraphRAGDenseSearchEvent(
-                query=run.query, duration_ms=_ms(start), passage_ids=[p for p, _ in run.dense],
-                scores=[score for _, score in run.dense],
-            )
-        )
+        _emit(GraphRAGDenseSearchEvent, run, start, passage_ids=[p for p, _ in run.dense], scores=[s for _, s in run.dense])
 
     @dispatcher.span
     def _expand(self, run: Retrieval, vector: List[float], seeds: List[Scored]) -> Neighbourhood:
@@ -241,12 +234,8 @@ class GraphRAGRetriever(BaseRetriever):
         )
         run.reached = hood.reached
         run.candidates = hood.candidates()
-        dispatcher.event(
-            GraphRAGExpansionEvent(
-                query=run.query, duration_ms=_ms(start), expansion_degree=self.expansion_degree,
-                reached=hood.reached, candidates=len(run.candidates),
-            )
-        )
+        _emit(GraphRAGExpansionEvent, run, start, expansion_degree=self.expansion_degree, reached=hood.reached,
+              candidates=len(run.candidates))
         return hood
 
     def _task(self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood) -> RankTask:
@@ -271,12 +260,8 @@ class GraphRAGRetriever(BaseRetriever):
 
     def _record(self, run: Retrieval, seeds: List[Scored], hood: Neighbourhood, ranking: Ranking, start: float) -> _Texts:
         texts = _record(self.store, run, seeds, hood, ranking, self.similarity_top_k)
-        dispatcher.event(
-            GraphRAGRerankEvent(
-                query=run.query, duration_ms=_ms(start), reranker=run.reranker,
-                chosen=[str(r) for r in run.chosen], thought_process=run.thought_process,
-            )
-        )
+        _emit(GraphRAGRerankEvent, run, start, reranker=run.reranker, chosen=[str(r) for r in run.chosen],
+              thought_process=run.thought_process)
         return texts
 
     @dispatcher.span
@@ -284,12 +269,8 @@ class GraphRAGRetriever(BaseRetriever):
         """Fetch the top passages as the ingested nodes and attach the relations that selected each."""
         start = time.perf_counter()
         mapped = _map_passages(self.store, run, hood, ranking.passages[: self.similarity_top_k], ranking, texts)
-        dispatcher.event(
-            GraphRAGPassagesEvent(
-                query=run.query, duration_ms=_ms(start), passage_ids=mapped,
-                relations=[n.node.metadata[RELATIONS_KEY] for n in run.nodes],
-            )
-        )
+        _emit(GraphRAGPassagesEvent, run, start, passage_ids=mapped,
+              relations=[n.node.metadata[RELATIONS_KEY] for n in run.nodes])
 
 #: The texts of the relations a retrieval shows, by id.
 _Texts = Dict[int, Triplet]
@@ -312,7 +293,7 @@ def _record(
     shown = [*seeds, *ranking.chosen, *(r for p in top for r in ranking.via.get(p, []))]
     texts = store.describe([r for r, _ in shown])
     run.seed_relations = _described(seeds, texts, hood)
-    run.reranker, run.thought_process = ranking.name, ranking.thought_process
+    run.reranker, run.thought_process, run.llm_decision = ranking.name, ranking.thought_process, ranking.decision
     run.chosen = _described(ranking.chosen, texts, hood)
     return texts
 
@@ -341,6 +322,11 @@ def _described(relations: Sequence[Scored], texts: _Texts, hood: Neighbourhood) 
         for r, s in relations
         if r in texts
     ]
+
+def _emit(event: type, run: Retrieval, start: float, **fields: Any) -> None:
+    """Send a step's instrumentation event: the question, the step's duration, what it found."""
+    dispatcher.event(event(query=run.query, duration_ms=_ms(start), **fields))
+
 
 def _ms(start: float) -> float:
     """Milliseconds since `start` (a `time.perf_counter()`)."""

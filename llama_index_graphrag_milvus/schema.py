@@ -162,6 +162,7 @@ class Retrieval:
             LLM's choice came first).
         chosen: The relations the ranking chose, best first (the chain followed).
         thought_process: The LLM's reasoning, when an LLM reranked and gave one.
+        llm_decision: With an LLM that answered: whether its pick led the ranking or only voted, and why.
         nodes: The passages returned, as the ingested nodes.
         via: For each returned node (by `node_id`), the relations that selected it.
     """
@@ -176,6 +177,7 @@ class Retrieval:
     reranker: Optional[str] = None
     chosen: List[ScoredRelation] = field(default_factory=list)
     thought_process: Optional[str] = None
+    llm_decision: Optional[str] = None
     nodes: List[Any] = field(default_factory=list)  # NodeWithScore
     via: Dict[str, List[ScoredRelation]] = field(default_factory=dict)
 

@@ -16,6 +16,7 @@ from llama_index_graphrag_milvus.ranking import (
     Ranking,
     RankTask,
     SimilarityRanker,
+    TopicRanker,
 )
 
 from conftest import ScriptedLLM, graph_llm, offered_lines
@@ -53,12 +54,13 @@ def test_a_users_ranker_orders_the_passages(store):
 
 def test_strings_name_the_built_in_rankers_and_a_wrong_name_says_which_exist(store):
     fused = GraphRAGRetriever(store=store).ranker
-    assert isinstance(fused, FusedRanker) and [type(r) for r in fused.rankers] == [PPRRanker, ChainRanker, HopRanker]
+    assert isinstance(fused, FusedRanker) and [type(r) for r in fused.rankers] == [PPRRanker, ChainRanker, HopRanker, TopicRanker]
     assert isinstance(GraphRAGRetriever(store=store, reranker="similarity").ranker, SimilarityRanker)
     llm_ranker = GraphRAGRetriever(store=store, llm=graph_llm([], []), reranker="chain").ranker
     assert isinstance(llm_ranker, LLMRanker) and isinstance(llm_ranker.base, ChainRanker)
     assert isinstance(GraphRAGRetriever(store=store, llm=graph_llm([], [])).ranker.base, FusedRanker)
-    with pytest.raises(ValueError, match="fused, chain, ppr, similarity"):
+    assert [r.name for r in (GraphRAGRetriever(store=store, reranker=n).ranker for n in ("hop", "topic"))] == ["hop", "topic"]
+    with pytest.raises(ValueError, match="fused, chain, ppr, similarity, hop, topic"):
         GraphRAGRetriever(store=store, reranker="pagerank")
 
 
@@ -110,5 +112,5 @@ def test_known_names_are_matched_without_an_adjacency_in_memory(make_store, tmp_
 def test_a_fusion_needs_rankers_and_one_weight_each():
     with pytest.raises(ValueError, match="at least one ranker"):
         FusedRanker(rankers=())
-    with pytest.raises(ValueError, match="1 weights for 3 rankers"):
+    with pytest.raises(ValueError, match="1 weights for 4 rankers"):
         FusedRanker(weights=[1.0])

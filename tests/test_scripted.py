@@ -53,7 +53,7 @@ def test_the_benchmark_reports_the_scripted_llms_against_no_llm_and_the_ceiling(
     report = run_benchmark(tmp_path, tmp_path / "r.json", methods={}, embed_model=HashEmbedding(dim=64),
                            cache_dir=tmp_path / "cache", log=lambda s: None, chart=False, scripted_llms=True)
     assert {"llm_oracle", "llm_random3", "llm_garbage"} <= set(report["methods"])
-    assert set(report["vs_graphrag"]) == {"llm_oracle", "llm_random3", "llm_garbage"}
+    assert set(report["vs_graphrag"]) == {"llm_oracle", "llm_half_right", "llm_random3", "llm_garbage"}
     # garbage gives exactly the ranking without the LLM
     assert report["per_question"]["llm_garbage"] == report["per_question"]["graphrag"]
     assert report["vs_graphrag"]["llm_garbage"]["recall@5"]["diff"] == 0

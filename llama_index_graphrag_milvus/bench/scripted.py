@@ -3,6 +3,8 @@
 
 - `oracle_llm(gold)`: picks exactly the offered relations that the question's gold passages state;
 - `random_llm(n)`: picks `n` offered relations at random (a weak model);
+- `half_right_llm(gold)`: the oracle's first pick, then 2 offered relations at random (what a real model
+  often is);
 - `garbage_llm()`: answers prose, never JSON (a broken model).
 
 NER prompts get `{"named_entities": []}` (the retriever still matches the known names in the question).
@@ -93,6 +95,20 @@ def random_llm(n: int = 3, seed: int = 0) -> ScriptedLLM:
     return ScriptedLLM(choose=choose)
 
 
+def half_right_llm(gold: Dict[str, Set[str]], n: int = 2, seed: int = 0) -> ScriptedLLM:
+    """The oracle's first pick (when it has one), then `n` other offered relations at random (seeded by
+    the question)."""
+    wanted = {normalized(q): {normalized(t) for t in texts} for q, texts in gold.items()}
+
+    def choose(question: str, offered: List[Tuple[int, str]]) -> List[int]:
+        stated = wanted.get(normalized(question), set())
+        first = [number for number, text in offered if normalized(text) in stated][:1]
+        rest = [number for number, _ in offered if number not in first]
+        return first + [number for number in random.Random(f"{seed}\x1f{question}").sample(rest, min(n, len(rest)))]
+
+    return ScriptedLLM(choose=choose)
+
+
 def garbage_llm() -> ScriptedLLM:
     """Never answers JSON."""
     return ScriptedLLM(choose=lambda question, offered: None, fallback="Sure! Here are some thoughts: [unclear]")
@@ -116,11 +132,14 @@ def _gold_relations(store: Any, dataset: Dataset) -> Dict[str, List[int]]:
 
 
 def scripted_methods(store: Any, dataset: Dataset) -> Dict[str, Dict[str, Any]]:
-    """The default retriever with scripted LLMs (an oracle, 3 random picks, garbage)."""
+    """The default retriever with scripted LLMs (an oracle, half right, 3 random picks, garbage)."""
     gold = _gold_relations(store, dataset)
     texts = store.describe(sorted({r for rs in gold.values() for r in rs}))
-    oracle = oracle_llm({q: {texts[r].text for r in rs if r in texts} for q, rs in gold.items()})
-    return {"llm_oracle": {"llm": oracle}, "llm_random3": {"llm": random_llm(3)}, "llm_garbage": {"llm": garbage_llm()}}
+    stated = {q: {texts[r].text for r in rs if r in texts} for q, rs in gold.items()}
+    return {
+        "llm_oracle": {"llm": oracle_llm(stated)}, "llm_half_right": {"llm": half_right_llm(stated)},
+        "llm_random3": {"llm": random_llm(3)}, "llm_garbage": {"llm": garbage_llm()},
+    }
 
 
 def llm_ceiling(store: Any, dataset: Dataset, vectors: List[List[float]]) -> Dict[str, Any]:

@@ -177,7 +177,8 @@ def _canvas(explanation: Explained, Figure: Any, d: Drawn, passages: int) -> Tup
     summary = (f"{chosen} relation{'' if chosen == 1 else 's'} chosen by {explanation.chosen_by} · "
                f"{passages} passages returned · "
                f"{len(d.relations)} of {len(explanation.candidates)} candidate relations drawn (the best by score)"
-               + (" · synonyms drawn as one entity" if merged else ""))
+               + (" · synonyms drawn as one entity" if merged else "")
+               + (_decision(explanation.llm_decision) if explanation.llm_decision else ""))
     figure.text(0.012, 0.94, summary, fontsize=10.5, color="#444444", va="top", parse_math=False)
     return figure, ax, ((right - left) * width * 72, (top - bottom) * width * 0.75 * 72)
 
@@ -230,6 +231,11 @@ def _draw_passages(
             ax.plot([here[0], there[0]], [here[1], there[1]], color=_PASSAGE_EDGE, lw=1.8, ls=(0, (1, 2)), zorder=4)
         ax.text(*here, label.text, fontsize=label.size, ha="center", va="center", zorder=12, parse_math=False,
                 bbox=dict(boxstyle=f"round,pad={label.pad}", fc=_PASSAGE, ec=_PASSAGE_EDGE, lw=1.6))
+
+
+def _decision(decision: str) -> str:
+    """The summary's words for what the LLM's pick did (`Retrieval.llm_decision`)."""
+    return " · the LLM's pick led the ranking" if decision.startswith("led") else " · the LLM's pick only voted"
 
 
 def legend_labels(explanation: Explained) -> Dict[str, str]:

@@ -5,7 +5,7 @@ passage. `drawing` places and draws it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Protocol, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from llama_index.core.schema import NodeWithScore
 
@@ -53,6 +53,7 @@ class Explained(Protocol):
 
     query: str
     chosen_by: str
+    llm_decision: Optional[str]
     chosen: List[ScoredRelation]
     passages: List[NodeWithScore]
     seed_relations: List[ScoredRelation]

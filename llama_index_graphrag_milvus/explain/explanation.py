@@ -72,6 +72,7 @@ class Explanation:
     chosen = property(lambda self: self.retrieval.chosen)
     thought_process = property(lambda self: self.retrieval.thought_process)
     reranker = property(lambda self: self.retrieval.reranker)
+    llm_decision = property(lambda self: self.retrieval.llm_decision)
     passages = property(lambda self: self.retrieval.nodes)
 
     @property
@@ -110,6 +111,8 @@ class Explanation:
         lines += [f"  {r.score:.3f}  {r}" for r in shown]
         lines.append(f"Chosen by {self.chosen_by} ({len(self.chosen)}):")
         lines += [f"  {n}. {r}" for n, r in enumerate(self.chosen, start=1)]
+        if self.llm_decision:
+            lines.append(f"The LLM's pick {self.llm_decision}")
         if self.thought_process:
             lines.append("Reasoning:")
             lines += textwrap.wrap(" ".join(self.thought_process.split()), width, initial_indent="  ",

@@ -7,7 +7,8 @@
   at the entities of the relations most similar to the question and at the passages, by dense similarity.
 - `HopRanker`: the top dense passage, then the passages about the entities it names: a bridge
   question's second hop.
-- `FusedRanker` (the default): reciprocal rank fusion of PPR, chain and hop.
+- `TopicRanker`: the passages about the entities the question names (a comparison's own passages).
+- `FusedRanker` (the default): reciprocal rank fusion of PPR, chain, hop and topic.
 - `SimilarityRanker`: the notebook's order: the passages of the most similar relations, then dense.
 - `LLMRanker`: an LLM picks relations among the best of another ranker (`base`, default fused), in a
   one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion in the hop's place. An
@@ -20,13 +21,14 @@ May import: `backends.base` (the `Neighbourhood` read), `graph` (the pure functi
 
 from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, arank, chosen_relations, fuse
 from llama_index_graphrag_milvus.ranking.chain import ChainRanker
-from llama_index_graphrag_milvus.ranking.fused import FusedRanker, ranker_named
+from llama_index_graphrag_milvus.ranking.fused import FusedRanker, ThenDense, ranker_named
 from llama_index_graphrag_milvus.ranking.hop import HopRanker
 from llama_index_graphrag_milvus.ranking.llm import LLMRanker
 from llama_index_graphrag_milvus.ranking.ppr import PPRRanker
 from llama_index_graphrag_milvus.ranking.similarity import SimilarityRanker
+from llama_index_graphrag_milvus.ranking.topic import TopicRanker
 
 __all__ = [
     "ChainRanker", "FusedRanker", "HopRanker", "LLMRanker", "PPRRanker", "Ranker", "Ranking", "RankTask", "Scored",
-    "SimilarityRanker", "arank", "chosen_relations", "fuse", "ranker_named",
+    "SimilarityRanker", "ThenDense", "TopicRanker", "arank", "chosen_relations", "fuse", "ranker_named",
 ]

@@ -85,6 +85,8 @@ class Ranking:
     #: choice joins them).
     parts: Optional[List[Tuple[str, List[str], float]]] = None
     k: int = 5
+    #: With an LLM: whether its pick led the ranking or only voted in the fusion, and why.
+    decision: Optional[str] = None
 
 
 class Ranker(Protocol):

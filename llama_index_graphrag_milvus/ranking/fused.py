@@ -1,4 +1,4 @@
-"""`FusedRanker`, the default ranking (PPR, chain and hop, fused), and the rankers named by a string."""
+"""`FusedRanker`, the default ranking (PPR, chain, hop and topic, fused), and the rankers named by a string."""
 
 from __future__ import annotations
 
@@ -10,22 +10,24 @@ from llama_index_graphrag_milvus.ranking.chain import ChainRanker
 from llama_index_graphrag_milvus.ranking.hop import HopRanker
 from llama_index_graphrag_milvus.ranking.ppr import PPRRanker
 from llama_index_graphrag_milvus.ranking.similarity import SimilarityRanker
+from llama_index_graphrag_milvus.ranking.topic import TopicRanker
 
 
 @dataclass
 class FusedRanker:
     """Reciprocal rank fusion of several rankings: a passage scores the sum over the rankings of
     weight / (k + its rank). The default without an LLM fuses HippoRAG 2's PPR, the chain ranking (each
-    of which already holds dense similarity) and the hop from the top dense passage; with k = 5 the top
-    of each ranking counts most.
+    of which already holds dense similarity), the hop from the top dense passage and the passages about
+    the names the question states (topic); with k = 5 the top of each ranking counts most.
 
     Args:
-        rankers: The rankings fused (default: `PPRRanker()`, `ChainRanker()` and `HopRanker()`).
+        rankers: The rankings fused (default: `PPRRanker()`, `ChainRanker()`, `HopRanker()` and
+            `TopicRanker()`).
         weights: One per ranker (default: 1 each).
         k: The rank offset of the fusion.
     """
 
-    rankers: Sequence[Ranker] = field(default_factory=lambda: (PPRRanker(), ChainRanker(), HopRanker()))
+    rankers: Sequence[Ranker] = field(default_factory=lambda: (PPRRanker(), ChainRanker(), HopRanker(), TopicRanker()))
     weights: Optional[Sequence[float]] = None
     k: int = 5
     name: str = "fused"
@@ -61,14 +63,40 @@ class FusedRanker:
         return Ranking(self.name, fused, via, chosen_relations(via, fused, task.top_n), parts=parts, k=self.k)
 
 
+@dataclass
+class ThenDense:
+    """A ranking that orders only some passages (the hop, topic), then dense retrieval's for the rest:
+    how such a ranking reads alone."""
+
+    ranker: Ranker
+
+    @property
+    def name(self) -> str:
+        return self.ranker.name
+
+    @property
+    def needs_context(self) -> bool:
+        return self.ranker.needs_context
+
+    def rank(self, task: RankTask) -> Ranking:
+        ranking = self.ranker.rank(task)
+        seen = {pid for pid, _ in ranking.passages}
+        ranking.passages = ranking.passages + [(p, s) for p, s in task.dense if p not in seen]
+        return ranking
+
+
 def ranker_named(name: str, graph_weight: float = 0.3, synonyms: bool = True) -> Ranker:
-    """The ranker a string names: "fused" (PPR, chain and hop), "chain", "ppr" or "similarity"."""
-    if name == "fused":
-        return FusedRanker((PPRRanker(), ChainRanker(graph_weight=graph_weight, synonyms=synonyms), HopRanker()))
-    if name == "chain":
-        return ChainRanker(graph_weight=graph_weight, synonyms=synonyms)
-    if name == "ppr":
-        return PPRRanker()
-    if name == "similarity":
-        return SimilarityRanker()
-    raise ValueError(f"reranker must be one of fused, chain, ppr, similarity, or a Ranker; got {name!r}")
+    """The ranker a string names: "fused" (PPR, chain, hop and topic: the default), "chain", "ppr",
+    "similarity", or "hop" / "topic" (each alone, then dense retrieval's passages)."""
+    chain = ChainRanker(graph_weight=graph_weight, synonyms=synonyms)
+    named = {
+        "fused": lambda: FusedRanker((PPRRanker(), chain, HopRanker(), TopicRanker())),
+        "chain": lambda: chain,
+        "ppr": PPRRanker,
+        "similarity": SimilarityRanker,
+        "hop": lambda: ThenDense(HopRanker()),
+        "topic": lambda: ThenDense(TopicRanker()),
+    }
+    if name not in named:
+        raise ValueError(f"reranker must be one of {', '.join(named)}, or a Ranker; got {name!r}")
+    return named[name]()
