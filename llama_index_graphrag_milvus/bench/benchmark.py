@@ -20,7 +20,7 @@ from llama_index_graphrag_milvus.bench.evaluation import (
     load_dataset,
 )
 from llama_index_graphrag_milvus.bench.progress import Counting, is_shown, local_model, progress_bar
-from llama_index_graphrag_milvus.bench.report import compared, printable, write
+from llama_index_graphrag_milvus.bench.report import compared, printable, summary_table, write
 from llama_index_graphrag_milvus.bench.scripted import llm_ceiling, scripted_methods
 from llama_index_graphrag_milvus.schema import normalize_name, parse_triplets, passage_id
 
@@ -206,11 +206,30 @@ def _measure(
 
 
 DEFAULT_METHODS: Dict[str, Dict[str, Any]] = {
-    "graphrag": {},  # the default no-LLM retriever: PPR and chain, fused
+    "graphrag": {},  # the default no-LLM retriever: PPR, chain, hop and topic, fused
+    "graphrag_ppr": {"reranker": "ppr"},  # each ranking of the fusion alone
     "graphrag_chain": {"reranker": "chain"},
-    "graphrag_no_synonyms": {"use_synonyms": False},
-    "graphrag_ppr": {"reranker": "ppr"},
+    "graphrag_hop": {"reranker": "hop"},
+    "graphrag_topic": {"reranker": "topic"},
     "graphrag_similarity": {"reranker": "similarity"},
+    "graphrag_no_synonyms": {"use_synonyms": False},
 }
+
+
+def run_benchmarks(datas: Sequence[str | Path], out_dir: Optional[str | Path] = None, log: Callable[[str], None] = print,
+                   **kwargs: Any) -> Dict[str, Any]:
+    """`run_benchmark` on each dataset (default passages: raw `title + "\n" + text`, the given triples
+    in metadata where there are any), then one summary table of every method on every set."""
+    kwargs.setdefault("raw_text", True)
+    reports = {}
+    for data in datas:
+        out = Path(out_dir) / f"{Path(data).name}.json" if out_dir is not None else None
+        report = run_benchmark(data, out, log=log, **kwargs)
+        reports[report["dataset"]] = report
+    log("\n" + summary_table(reports))
+    if out_dir is not None:
+        Path(out_dir, "summary.md").write_text(summary_table(reports) + "\n")
+    return reports
+
 
 

@@ -100,3 +100,16 @@ def draw_chart(report: Dict[str, Any], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def summary_table(reports: Dict[str, Dict[str, Any]]) -> str:
+    """Every method on every set: R@2 / R@5 / R@10, p50, and the paired difference vs dense."""
+    lines = ["| set | method | R@2 | R@5 | R@10 | p50 ms | ΔR@2 vs dense | ΔR@5 vs dense |", "|---|---|---|---|---|---|---|---|"]
+    for name, report in reports.items():
+        for method, m in report["methods"].items():
+            d = report["vs_dense"].get(method)
+            cells = [f"{d[f'recall@{k}']['diff']:+.3f} [{d[f'recall@{k}']['ci95'][0]:+.3f}, {d[f'recall@{k}']['ci95'][1]:+.3f}]"
+                     for k in (2, 5)] if d else ["", ""]
+            lines.append(f"| {name} | {method} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
+                         f"| {m['p50_ms']} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
