@@ -129,11 +129,13 @@ class CachedSearch:
         self, vector: Sequence[float], cache: GraphCache, positions: np.ndarray, top_k: int
     ) -> Tuple[np.ndarray, np.ndarray]:
         assert cache is self.cache, "the vector cache is aligned with the store's own adjacency"
+        ids = cache.relations.ids_array()
         positions = np.asarray(positions, dtype=np.int64)
+        positions = positions[positions < len(ids)]  # a clear() meanwhile empties the registry under a walk
         if positions.size == 0:
             return positions, np.zeros(0)
         scores = self.vectors[RELATIONS].similarity(vector, positions)
-        return best_first(positions, scores, top_k, cache.relations.ids_array()[positions])
+        return best_first(positions, scores, top_k, ids[positions])
 
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
         if not len(passage_ids):
