@@ -86,7 +86,10 @@ def test_the_benchmark_reports_recall_latency_json_and_chart(tmp_path):
     report = run_benchmark(tmp_path, out, embed_model=HashEmbedding(dim=64), cache_dir=tmp_path / "cache", log=lambda s: None)
     saved = json.loads(out.read_text())
     assert saved == json.loads(json.dumps(report))
-    assert set(saved["methods"]) == {"dense", "graphrag", "graphrag_chain", "graphrag_no_synonyms", "graphrag_ppr", "graphrag_similarity"}
+    assert set(saved["methods"]) == {
+        "dense", "graphrag", "graphrag_chain", "graphrag_no_synonyms", "graphrag_ppr", "graphrag_similarity",
+        "graphrag_hop", "graphrag_topic",
+    }
     dense = saved["methods"]["dense"]
     assert dense["recall@10"] == 1.0  # 5 passages: everything is in the top 10
     assert 0 < dense["recall@2"] < 1 and dense["p50_ms"] > 0
