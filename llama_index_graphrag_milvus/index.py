@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import defaultdict
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from llama_index.core import Settings
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -32,6 +32,7 @@ from llama_index.core.response_synthesizers.no_text import NoText
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
 from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
+from llama_index_graphrag_milvus.ingest.extract.given import is_pending, mark_pending
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, is_default, resolve_llm
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
 from llama_index_graphrag_milvus.schema import passage_id
@@ -178,24 +179,35 @@ class GraphRAGIndex:
         self.store.delete(ref_doc_id)
 
     def refresh_ref_docs(self, documents: Sequence[Document]) -> List[bool]:
-        """Re-ingest the documents that are new or changed; return, for each, whether it was.
+        """Re-ingest the documents that are new or changed, and extract with the LLM the passages whose
+        LLM extraction failed before (pending); return, for each document, whether it was re-ingested.
 
         A document is unchanged when the transformations before the graph step (the splitter) give
         exactly the passages stored for it (`passage_id(ref_doc_id, text)`) and every stored passage
         records the document's current hash (`source_node.hash`, so that metadata changes, triplets
-        included, count too). Unchanged documents are left alone: nothing is embedded or written. A
-        changed one is deleted (`store.delete`) and its new passages written. The steps before the graph
-        write run on every document to compare (cheap for a splitter; a KG extractor there runs too).
+        included, count too). Unchanged documents are left alone: nothing is embedded or written, except
+        their pending passages (those holding the no-LLM extractor's triplets because the LLM call
+        failed), which alone are extracted again when the graph step has an LLM; their new triplets
+        replace the old. A changed document is deleted (`store.delete`) and its new passages written. The
+        steps before the graph write run on every document to compare (cheap for a splitter; a KG
+        extractor there runs too).
         """
         nodes_of = self._split(documents)
-        changed = [not self._unchanged(doc, nodes_of.get(doc.doc_id, [])) for doc in documents]
-        todo = [doc for doc, is_changed in zip(documents, changed) if is_changed]
+        states = [self._stored_state(doc, nodes_of.get(doc.doc_id, [])) for doc in documents]
+        todo = [doc for doc, state in zip(documents, states) if state is None]
         for doc in todo:
             self.store.delete(doc.doc_id)
         nodes = [node for doc in todo for node in nodes_of.get(doc.doc_id, [])]
+        nodes += [
+            mark_pending(node)  # so that the transform asks the LLM again
+            for doc, pending in zip(documents, states)
+            if pending
+            for node in nodes_of.get(doc.doc_id, [])
+            if passage_id(doc.doc_id, node.get_content(MetadataMode.NONE)) in pending
+        ]
         if nodes:
             self.transform(nodes)
-        return changed
+        return [state is None or bool(state) for state in states]
 
     # helpers ------------------------------------------------------------------------------------
     def _run(self, documents: Sequence[Document]) -> None:
@@ -219,16 +231,21 @@ class GraphRAGIndex:
             exclude_from_content(document, self.transform.triplets_key)
         return list(documents)
 
-    def _unchanged(self, document: Document, nodes: Sequence[BaseNode]) -> bool:
+    def _stored_state(self, document: Document, nodes: Sequence[BaseNode]) -> Optional[Set[str]]:
+        """None when the document is new or changed (see `refresh_ref_docs`); else the ids of its pending
+        passages to extract again (none unless the graph step extracts with an LLM)."""
         stored = set(self.store.passage_ids(document.doc_id))
         texts = [node.get_content(MetadataMode.NONE) for node in nodes]
         if not stored or stored != {passage_id(document.doc_id, t) for t in texts if t.strip()}:
-            return False
-        for node in self.store.get_passages(sorted(stored)).values():
+            return None
+        pending = set()
+        for pid, node in self.store.get_passages(sorted(stored)).items():
             source = node.source_node
             if source is not None and source.hash and source.hash != document.hash:
-                return False
-        return True
+                return None
+            if is_pending(node):
+                pending.add(pid)
+        return pending if self.transform.extracts_with_llm else set()
 
     def __repr__(self) -> str:
         return f"GraphRAGIndex(store={self.store!r}, llm={type(self.llm).__name__ if self.llm else None})"

@@ -141,10 +141,10 @@ class GraphRAGRetriever(BaseRetriever):
         """Retrieve, and return every step: mentions, seeds, candidates, chosen relations, passages."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
         run = Retrieval(query=bundle.query_str)
-        self._entity_search(run)
+        llm_failed = self._entity_search(run)
         vector = bundle.embedding or self.store.embed_model.get_query_embedding(bundle.query_str)
         seeds, hood = self._gather(run, vector)
-        ranking, texts = self._rerank(run, vector, seeds, hood)
+        ranking, texts = self._rerank(run, vector, seeds, hood, llm_failed)
         self._map_passages(run, hood, ranking, texts)
         return run
 
@@ -153,10 +153,10 @@ class GraphRAGRetriever(BaseRetriever):
         """Async `trace`: LLM and embedding calls are awaited, Milvus calls run off the event loop."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
         run = Retrieval(query=bundle.query_str)
-        await self._aentity_search(run)
+        llm_failed = await self._aentity_search(run)
         vector = bundle.embedding or await self.store.embed_model.aget_query_embedding(bundle.query_str)
         seeds, hood = await asyncio.to_thread(self._gather, run, vector)
-        ranking, texts = await self._arerank(run, vector, seeds, hood)
+        ranking, texts = await self._arerank(run, vector, seeds, hood, llm_failed)
         await asyncio.to_thread(self._map_passages, run, hood, ranking, texts)
         return run
 
@@ -176,19 +176,24 @@ class GraphRAGRetriever(BaseRetriever):
 
     # steps --------------------------------------------------------------------------------------
     @dispatcher.span
-    def _entity_search(self, run: Retrieval) -> None:
-        """The entities the question names (LLM NER or known names), and the nearest entities to each."""
+    def _entity_search(self, run: Retrieval) -> bool:
+        """The entities the question names (LLM NER or known names), and the nearest entities to each;
+        return whether the LLM's NER call failed (its rerank is then skipped)."""
         start = time.perf_counter()
-        run.mentions = question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
+        run.mentions, llm_failed = question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
         vectors = self.store.embed_model.get_text_embedding_batch(run.mentions) if run.mentions else []
         self._search_entities(run, vectors, start)
+        return llm_failed
 
     @dispatcher.span
-    async def _aentity_search(self, run: Retrieval) -> None:
+    async def _aentity_search(self, run: Retrieval) -> bool:
         start = time.perf_counter()
-        run.mentions = await aquestion_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
+        run.mentions, llm_failed = await aquestion_mentions(
+            run.query, self.store.has_entities, self.llm, self.ner_prompt
+        )
         vectors = await self.store.embed_model.aget_text_embedding_batch(run.mentions) if run.mentions else []
         await asyncio.to_thread(self._search_entities, run, vectors, start)
+        return llm_failed
 
     def _search_entities(self, run: Retrieval, mention_vectors: List[List[float]], start: float) -> None:
         for hits in self.store.search_entities(mention_vectors, self.entity_top_k):
@@ -245,17 +250,26 @@ class GraphRAGRetriever(BaseRetriever):
             dense_seed_k=self.dense_seed_k, store=self.store, hub_fraction=self.hub_fraction,
         )
 
+    def _ranker_for(self, llm_failed: bool) -> Ranker:
+        """The ranker of one question: when its NER call to the LLM failed, the LLM's base ranking, with no
+        rerank call (it would wait out the same outage), exactly the ranking of `llm=None`."""
+        return self.ranker.base if llm_failed and isinstance(self.ranker, LLMRanker) else self.ranker
+
     @dispatcher.span
-    def _rerank(self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood) -> _Ranked:
+    def _rerank(
+        self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood, llm_failed: bool = False
+    ) -> _Ranked:
         """Order the passages with the ranker; record the chosen relations."""
         start = time.perf_counter()
-        ranking = self.ranker.rank(self._task(run, vector, seeds, hood))
+        ranking = self._ranker_for(llm_failed).rank(self._task(run, vector, seeds, hood))
         return ranking, self._record(run, seeds, hood, ranking, start)
 
     @dispatcher.span
-    async def _arerank(self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood) -> _Ranked:
+    async def _arerank(
+        self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood, llm_failed: bool = False
+    ) -> _Ranked:
         start = time.perf_counter()
-        ranking = await arank(self.ranker, self._task(run, vector, seeds, hood))
+        ranking = await arank(self._ranker_for(llm_failed), self._task(run, vector, seeds, hood))
         return ranking, await asyncio.to_thread(self._record, run, seeds, hood, ranking, start)
 
     def _record(self, run: Retrieval, seeds: List[Scored], hood: Neighbourhood, ranking: Ranking, start: float) -> _Texts:

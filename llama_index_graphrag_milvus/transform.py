@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.async_utils import asyncio_run, run_jobs
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
@@ -16,14 +16,17 @@ from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 from llama_index_graphrag_milvus.ingest.extract import (
     TRIPLETS_KEY,
     CooccurrenceExtractor,
-    aextract_triplets,
     as_metadata,
     exclude_from_content,
     given_triplets,
 )
+from llama_index_graphrag_milvus.ingest.extract.given import PENDING_FILTER, PENDING_KEY, is_pending, mark_pending
+from llama_index_graphrag_milvus.ingest.extract.llm import aextract
+from llama_index_graphrag_milvus.llm.guard import guard_of
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
-from llama_index_graphrag_milvus.schema import Triplet
+from llama_index_graphrag_milvus.milvus.collections import PASSAGES
+from llama_index_graphrag_milvus.schema import Triplet, passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
@@ -42,6 +45,15 @@ class GraphRAGTransform(TransformComponent):
     - else `CooccurrenceExtractor()`: named entities co-occurring in a sentence, no LLM, no model.
     So a graph is always built; a WARNING per call says how many nodes had no triplets and what was done.
     Nodes that carry triplets never cost an LLM call.
+
+    When the LLM gives no usable answer for a node, the node gets `CooccurrenceExtractor`'s triplets
+    instead. When its call failed (an error, no answer within the deadline, or no call at all: after
+    repeated failures the LLM's circuit breaker stops calling it for a while, see `llm.guard`), the node
+    is also marked pending (`metadata["graphrag_pending_extraction"]`, stored with the passage in Milvus):
+    the next ingest of it, or `GraphRAGIndex.refresh_ref_docs`, asks the LLM again, and its triplets then
+    replace the co-occurrence ones. `count_pending(store)` counts the pending passages. While the LLM is
+    not known to answer (its first call in the process, or after a failure), one extraction call goes
+    first, alone: in an outage it is the only call made.
 
     The triplets key is kept out of the passage's embedded text and LLM context. Nodes are returned
     unchanged otherwise, so later steps still run.
@@ -125,36 +137,53 @@ class GraphRAGTransform(TransformComponent):
             "concurrently anyway: GraphRAGTransform(num_workers=...)."
         )
 
+    @property
+    def extracts_with_llm(self) -> bool:
+        """Whether nodes without triplets are extracted with the LLM (so pending nodes are retried)."""
+        return self.extractor is None and self.llm is not None
+
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)
-        todo = [i for i, t in enumerate(triplets) if t is None]
-        if todo and self.extractor is None and self.llm is not None:
-            triplets = asyncio_run(self._extract_missing(nodes, triplets))
+        todo, fallback = [i for i, t in enumerate(triplets) if t is None], []
+        if todo and self.extracts_with_llm:
+            triplets, fallback = asyncio_run(self._extract_missing(nodes, triplets))
         elif todo:
             extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, todo, extractor([nodes[i] for i in todo]))
-        self._report(nodes, triplets, todo)
-        self.store.add(nodes, [t or [] for t in triplets])
+        self._report(nodes, triplets, todo, fallback)
+        self._write(nodes, [t or [] for t in triplets])
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)
-        todo = [i for i, t in enumerate(triplets) if t is None]
-        if todo and self.extractor is None and self.llm is not None:
-            triplets = await self._extract_missing(nodes, triplets)
+        todo, fallback = [i for i, t in enumerate(triplets) if t is None], []
+        if todo and self.extracts_with_llm:
+            triplets, fallback = await self._extract_missing(nodes, triplets)
         elif todo:
             extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, todo, await extractor.acall([nodes[i] for i in todo]))
-        self._report(nodes, triplets, todo)
-        await asyncio.to_thread(self.store.add, nodes, [t or [] for t in triplets])
+        self._report(nodes, triplets, todo, fallback)
+        await asyncio.to_thread(self._write, nodes, [t or [] for t in triplets])
         return nodes
 
     def _given(self, nodes: Sequence[BaseNode]) -> List[Optional[List[Triplet]]]:
+        """The triplets each node carries (None: none). A pending node's triplets (the no-LLM extractor's)
+        are dropped when this transform extracts with the LLM: it asks again."""
         triplets = []
         for node in nodes:
             exclude_from_content(node, self.triplets_key)
+            if PENDING_KEY in node.metadata:
+                exclude_from_content(node, PENDING_KEY)
+                if is_pending(node) and self.extracts_with_llm:
+                    node.metadata.pop(self.triplets_key, None)
             triplets.append(given_triplets(node, self.triplets_key))
         return triplets
+
+    def _write(self, nodes: Sequence[BaseNode], triplets: List[List[Triplet]]) -> None:
+        stale = _stale_marks(self.store, nodes, triplets)
+        if stale:
+            self.store.delete_passages(stale)
+        self.store.add(nodes, triplets)
 
     def _extracted(
         self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], out: Any
@@ -173,11 +202,14 @@ class GraphRAGTransform(TransformComponent):
             triplets[i] = given_triplets(nodes[i], self.triplets_key) or []
             nodes[i].metadata[self.triplets_key] = as_metadata(triplets[i])
 
-    def _report(self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]) -> None:
-        done = set(todo)
+    def _report(
+        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], fallback: List[int]
+    ) -> None:
+        done, instead = set(todo), set(fallback)
         for source, rows in (
             ("given triplets", [t for i, t in enumerate(triplets) if i not in done]),
-            (self._source(), [triplets[i] for i in todo]),
+            (self._source(), [triplets[i] for i in todo if i not in instead]),
+            (CooccurrenceExtractor.class_name(), [triplets[i] for i in fallback]),
         ):
             if rows:
                 counts = self._built.setdefault(source, {"passages": 0, "triplets": 0})
@@ -185,12 +217,12 @@ class GraphRAGTransform(TransformComponent):
                 counts["triplets"] += sum(len(t or []) for t in rows)
         if not todo:
             return
-        extracted = sum(len(triplets[i] or []) for i in todo)
-        empty = sum(not triplets[i] for i in todo)
+        extracted = sum(len(triplets[i] or []) for i in todo if i not in instead)
+        empty = sum(not triplets[i] for i in todo if i not in instead)
         if self.extractor is not None:
             how = f"; extracted {extracted} triplets with the given extractor {self._source()}"
         elif self.llm is not None:
-            how = f"; extracted {extracted} triplets with the LLM"
+            how = f"; extracted {extracted} triplets with the LLM" + _fallback_report(nodes, triplets, fallback)
         else:
             how = (
                 f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
@@ -206,7 +238,9 @@ class GraphRAGTransform(TransformComponent):
 
     async def _extract_missing(
         self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]]
-    ) -> List[Optional[List[Triplet]]]:
+    ) -> Tuple[List[Optional[List[Triplet]]], List[int]]:
+        """Extract with the LLM the triplets of the nodes that carry none; return every node's triplets and
+        the nodes that got `CooccurrenceExtractor`'s instead (no usable answer; pending if the call failed)."""
         assert self.llm is not None
         todo = [i for i, t in enumerate(triplets) if t is None]
         triplets = list(triplets)
@@ -214,17 +248,62 @@ class GraphRAGTransform(TransformComponent):
             if not nodes[i].get_content(MetadataMode.NONE).strip():
                 triplets[i] = []
                 nodes[i].metadata[self.triplets_key] = []
+                mark_pending(nodes[i], False)
         todo = [i for i in todo if triplets[i] is None]
         jobs = [
-            aextract_triplets(
-                self.llm, self.extract_prompt, nodes[i], self.max_triplets_per_node, self.raise_on_error
-            )
+            aextract(self.llm, self.extract_prompt, nodes[i], self.max_triplets_per_node, self.raise_on_error)
             for i in todo
         ]
-        results = await run_jobs(
+        # while the LLM is not known to answer (its first calls, or after failures) one call goes alone
+        # first: if it fails, the breaker opens and the other calls are not made
+        first = [await jobs.pop(0)] if jobs and not guard_of(self.llm).answering else []
+        results = first + await run_jobs(
             jobs, workers=self.num_workers, show_progress=self.show_progress, desc="Extracting triplets"
         )
         for i, extracted in zip(todo, results):
-            triplets[i] = extracted
-            nodes[i].metadata[self.triplets_key] = as_metadata(extracted)
-        return triplets
+            if extracted.triplets is not None:
+                triplets[i] = extracted.triplets
+                nodes[i].metadata[self.triplets_key] = as_metadata(extracted.triplets)
+            mark_pending(nodes[i], extracted.failed)
+        fallback = [i for i, extracted in zip(todo, results) if extracted.triplets is None]
+        if fallback:
+            extractor = CooccurrenceExtractor(triplets_key=self.triplets_key)
+            self._extracted(nodes, triplets, fallback, await asyncio.to_thread(extractor, [nodes[i] for i in fallback]))
+        return triplets, fallback
+
+
+def count_pending(store: MilvusGraphStore) -> int:
+    """The store's passages whose LLM extraction failed and awaits another try (marked pending)."""
+    return int(store.collections.query(PASSAGES, PENDING_FILTER, ["count(*)"])[0]["count(*)"])
+
+
+def _stale_marks(store: MilvusGraphStore, nodes: Sequence[BaseNode], triplets: List[List[Triplet]]) -> List[str]:
+    """The stored passages whose pending mark differs from their node's while their relations are the
+    same: the store rewrites a passage only when its relations change, so these are deleted first, to be
+    written whole. Only nodes that went through LLM extraction carry a mark."""
+    marked = [i for i, node in enumerate(nodes) if PENDING_KEY in node.metadata]
+    if not marked:
+        return []
+    pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE)) for i in marked}
+    relations = store.backend.passage_relations(list(pids.values()))
+    same = {i: pid for i, pid in pids.items() if relations.get(pid) == {t.id for t in triplets[i]}}
+    rows = store.get_passages(list(same.values())) if same else {}
+    return [pid for i, pid in same.items() if pid in rows and is_pending(rows[pid]) != is_pending(nodes[i])]
+
+
+def _fallback_report(nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], fallback: List[int]) -> str:
+    """What was done for the nodes the LLM gave no usable answer for."""
+    if not fallback:
+        return ""
+    failed = sum(is_pending(nodes[i]) for i in fallback)
+    unusable = len(fallback) - failed
+    return (
+        f"; {len(fallback)} of them got {sum(len(triplets[i] or []) for i in fallback)} triplets from "
+        f"{CooccurrenceExtractor.class_name()} (no LLM) instead"
+        + (f": {unusable} answered unusably" if unusable else "")
+        + (
+            f"{', and' if unusable else ':'} the LLM call failed for {failed}, kept pending ({PENDING_KEY}): the "
+            "next ingest of them or refresh_ref_docs extracts them with the LLM"
+            if failed else ""
+        )
+    )

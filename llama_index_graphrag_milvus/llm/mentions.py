@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, NamedTuple, Optional
 
 import numpy as np
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
+from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
 from llama_index_graphrag_milvus.llm.parsing import parse_json_object, string_list
 from llama_index_graphrag_milvus.schema import entity_id, normalize_name
 
@@ -79,43 +80,75 @@ def read_mentions(answer: Any) -> List[str]:
     return list(dict.fromkeys(m.strip() for m in mentions if m.strip()))[:MAX_MENTIONS]
 
 
-def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> List[str]:
-    """The entities an LLM names in `query`; none when its answer is unusable (with a warning)."""
+class QuestionMentions(NamedTuple):
+    """The entities a question names, and whether the LLM's NER call failed (or was not made: its circuit
+    breaker is open). Then the known names stand, and the question's other LLM steps are skipped too."""
+
+    names: List[str]
+    llm_failed: bool = False
+
+
+def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
+    """The entities an LLM names in `query`: none when its answer is unusable (with a warning), None when
+    the call failed or was not made (`llm.guard`: a deadline, and a circuit breaker after failures)."""
     answer: Optional[str] = None
     try:
-        answer = llm.predict(prompt, query_str=query)
+        answer = guard_of(llm).call("ner", lambda: llm.predict(prompt, query_str=query))
         return read_mentions(answer)
+    except LLMUnavailable as exc:
+        return _unavailable(exc)
     except Exception as exc:
         return _fallback(exc, answer)
 
 
-async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> List[str]:
+async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
     """Async `llm_mentions`."""
     answer: Optional[str] = None
     try:
-        answer = await llm.apredict(prompt, query_str=query)
+        answer = await guard_of(llm).acall("ner", lambda: llm.apredict(prompt, query_str=query))
         return read_mentions(answer)
+    except LLMUnavailable as exc:
+        return _unavailable(exc)
     except Exception as exc:
         return _fallback(exc, answer)
 
 
-def question_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> List[str]:
+def question_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> QuestionMentions:
     """The entities a question names: with an LLM, its names first, then the known names it missed (they
-    cost nothing); without one, the known names."""
+    cost nothing); without one, or when its call failed, the known names."""
     known = known_names(query, is_known)
-    return known if llm is None else _merged(llm_mentions(llm, prompt, query), known)
+    return known_or_merged(known, None if llm is None else llm_mentions(llm, prompt, query), llm is not None)
 
 
-async def aquestion_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> List[str]:
+async def aquestion_mentions(
+    query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate
+) -> QuestionMentions:
     """Async `question_mentions`: the known names are matched off the event loop."""
     known = await asyncio.to_thread(known_names, query, is_known)
-    return known if llm is None else _merged(await allm_mentions(llm, prompt, query), known)
+    return known_or_merged(known, None if llm is None else await allm_mentions(llm, prompt, query), llm is not None)
+
+
+def known_or_merged(known: List[str], by_llm: Optional[List[str]], asked: bool) -> QuestionMentions:
+    """The known names alone when no LLM was asked or its call failed (exactly what `llm=None` gives);
+    else the LLM's names merged with them."""
+    if by_llm is None:
+        return QuestionMentions(known, llm_failed=asked)
+    return QuestionMentions(_merged(by_llm, known))
 
 
 def _merged(first: List[str], then: List[str]) -> List[str]:
     """`first`, then the names of `then` not in it (case-insensitively)."""
     seen = {name.lower() for name in first}
     return (first + [name for name in then if name.lower() not in seen])[:MAX_MENTIONS]
+
+
+def _unavailable(exc: LLMUnavailable) -> None:
+    logger.log(
+        logging.DEBUG if exc.skipped else logging.WARNING,
+        "LLM NER gave no answer (%s); the known entity names in the question stand, and the LLM rerank of this "
+        "question is skipped (the graph ranking stands).", exc,
+    )
+    return None
 
 
 def _fallback(exc: Exception, answer: Any) -> List[str]:

@@ -1,7 +1,8 @@
 """Reranking candidate relations with an LLM (one-shot chain of thought, JSON).
 
 LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and an unusable
-answer chooses nothing (`by_llm` False), with a warning: the ranking without the LLM then stands.
+answer chooses nothing (`by_llm` False), with a warning: the ranking without the LLM then stands. So
+does a call that failed, ran out of its deadline or was not made (`guard`: the LLM's circuit breaker).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import List, Optional, Sequence
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
+from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
 from llama_index_graphrag_milvus.llm.parsing import offered_ids, parse_json_object
 from llama_index_graphrag_milvus.schema import ScoredRelation
 
@@ -54,7 +56,11 @@ def parse_rerank_answer(
 
 
 def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
-    logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
+    if isinstance(exc, LLMUnavailable):
+        level = logging.DEBUG if exc.skipped else logging.WARNING
+        logger.log(level, "LLM rerank gave no answer (%s); the ranking without it stands.", exc)
+    else:
+        logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
     return RerankResult([])
 
 
@@ -66,7 +72,10 @@ def llm_rerank(
         return RerankResult([])
     answer: object = None
     try:
-        answer = llm.predict(prompt, query_str=query, relationships=format_candidates(candidates), top_n=top_n)
+        lines = format_candidates(candidates)
+        answer = guard_of(llm).call(
+            "rerank", lambda: llm.predict(prompt, query_str=query, relationships=lines, top_n=top_n)
+        )
         return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
     except Exception as exc:  # a failing or garbled LLM must not fail retrieval
         return _fallback(exc, answer, candidates, top_n)
@@ -80,8 +89,9 @@ async def allm_rerank(
         return RerankResult([])
     answer: object = None
     try:
-        answer = await llm.apredict(
-            prompt, query_str=query, relationships=format_candidates(candidates), top_n=top_n
+        lines = format_candidates(candidates)
+        answer = await guard_of(llm).acall(
+            "rerank", lambda: llm.apredict(prompt, query_str=query, relationships=lines, top_n=top_n)
         )
         return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
     except Exception as exc:

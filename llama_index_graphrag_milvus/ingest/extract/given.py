@@ -21,6 +21,12 @@ logger = logging.getLogger(__name__)
 
 #: The node metadata key holding `[[subject, predicate, object], ...]`.
 TRIPLETS_KEY = "triplets"
+#: The node metadata key (True) of a passage whose LLM extraction failed: it holds the no-LLM
+#: extractor's triplets until the next ingest of it or `refresh_ref_docs` extracts it with the LLM. Kept
+#: in the passage's row in Milvus, out of its embedded text and LLM context.
+PENDING_KEY = "graphrag_pending_extraction"
+#: The Milvus filter of the pending passages (their rows keep the node's metadata as dynamic fields).
+PENDING_FILTER = f"{PENDING_KEY} == true"
 
 
 class ExcludeTriplets(TransformComponent):
@@ -122,6 +128,20 @@ def exclude_from_content(node: BaseNode, key: str = TRIPLETS_KEY) -> None:
     for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
         if key not in excluded:
             excluded.append(key)
+
+
+def is_pending(node: BaseNode) -> bool:
+    """Whether the node's LLM extraction failed and awaits another try (`PENDING_KEY`)."""
+    return node.metadata.get(PENDING_KEY) is True
+
+
+def mark_pending(node: BaseNode, pending: bool = True) -> BaseNode:
+    """Mark the node as awaiting LLM extraction (`PENDING_KEY` True, kept out of its content), or as
+    extracted (False). Written either way: Milvus keeps a dynamic field that a row rewritten without it
+    held before, so a pending row is only cleared by writing False."""
+    node.metadata[PENDING_KEY] = pending
+    exclude_from_content(node, PENDING_KEY)
+    return node
 
 
 def as_metadata(triplets: List[Triplet]) -> List[List[str]]:

@@ -1,18 +1,32 @@
-"""Triplets an LLM extracts from a passage, with the transform's extraction prompt."""
+"""Triplets an LLM extracts from a passage, with the transform's extraction prompt.
+
+Each call goes through the LLM's guard (`llm.guard`): it waits at most the extraction deadline, and none
+is made while the LLM's circuit breaker is open after repeated failures. A call that gave no answer is
+told apart from an answer with no triplets: the passage is worth asking about again (`Extraction.failed`).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import List
+from typing import List, NamedTuple, Optional
 
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
 from llama_index_graphrag_milvus.llm.parsing import parse_json_object
 from llama_index_graphrag_milvus.schema import Triplet, parse_triplets
 
 logger = logging.getLogger(__name__)
+
+
+class Extraction(NamedTuple):
+    """What an LLM extraction gave: its triplets (None when it gave no usable answer), and whether the
+    call itself failed or was not made (the LLM is unreachable: ask again later)."""
+
+    triplets: Optional[List[Triplet]]
+    failed: bool = False
 
 
 def parse_extraction(answer: str, max_triplets: int) -> List[Triplet]:
@@ -24,17 +38,34 @@ def parse_extraction(answer: str, max_triplets: int) -> List[Triplet]:
     return triplets[:max_triplets]
 
 
+async def aextract(
+    llm: LLM, prompt: PromptTemplate, node: BaseNode, max_triplets: int, raise_on_error: bool = False
+) -> Extraction:
+    """The triplets an LLM extracts from a passage. A failed, timed-out or skipped call gives
+    `Extraction(None, failed=True)`, a malformed answer `Extraction(None)`, each logged, unless
+    `raise_on_error`."""
+    text = node.get_content(metadata_mode=MetadataMode.LLM)
+    try:
+        answer = await guard_of(llm).acall("extraction", lambda: llm.apredict(prompt, text=text, max_triplets=max_triplets))
+        return Extraction(parse_extraction(answer, max_triplets))
+    except LLMUnavailable as exc:
+        if raise_on_error:
+            raise
+        logger.log(
+            logging.DEBUG if exc.skipped else logging.WARNING,
+            "Node %s: the LLM gave no triplet extraction (%s); the passage is kept pending.", node.node_id, exc,
+        )
+        return Extraction(None, failed=True)
+    except Exception as exc:  # a malformed answer, or a request refused for its content
+        if raise_on_error:
+            raise
+        logger.warning("Node %s: triplet extraction failed, the answer is unusable: %s", node.node_id, exc)
+        return Extraction(None)
+
+
 async def aextract_triplets(
     llm: LLM, prompt: PromptTemplate, node: BaseNode, max_triplets: int, raise_on_error: bool = False
 ) -> List[Triplet]:
-    """Triplets an LLM extracts from a passage. A failed call or a malformed answer is logged and gives
-    no triplets, unless `raise_on_error`."""
-    text = node.get_content(metadata_mode=MetadataMode.LLM)
-    try:
-        answer = await llm.apredict(prompt, text=text, max_triplets=max_triplets)
-        return parse_extraction(answer, max_triplets)
-    except Exception as exc:
-        if raise_on_error:
-            raise
-        logger.warning("Node %s: triplet extraction failed, no triplets kept: %s", node.node_id, exc)
-        return []
+    """Triplets an LLM extracts from a passage; none when the call failed or the answer is malformed (see
+    `aextract`)."""
+    return (await aextract(llm, prompt, node, max_triplets, raise_on_error)).triplets or []

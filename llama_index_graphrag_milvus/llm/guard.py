@@ -1,0 +1,305 @@
+"""LLM calls during an outage: each call waits at most a deadline, and a circuit breaker per LLM object
+stops calling it for a while after repeated failures.
+
+An LLM client retries a failing endpoint on its own: LlamaIndex's `OpenAI` (`max_retries=3`) makes 3
+attempts of 4 requests each, with backoff, about 14 s before one `predict` fails against an endpoint
+that answers 500. The package cannot change the user's LLM object, and `predict` passes no per-call
+options to the client, so it bounds its own wait instead: the call runs with the step's deadline
+(`DEADLINES`) and is given up when it passes (an async call is cancelled; a sync call is left to finish
+in its daemon thread, its answer dropped).
+
+The breaker (`LLMGuard`) belongs to the LLM object (`guard_of(llm)`): an outage is the endpoint's, and
+every step that calls that object (the retriever's NER and rerank, `GraphRAGTransform`'s extraction, any
+number of retrievers built by `as_retriever()`) learns of it from the same breaker. It opens after
+`failures` consecutive failed calls, or at once after a call that ran out of its deadline (that call
+alone cost its caller the whole deadline; the next would too). While it is open, no call is made: the
+caller takes its no-LLM path at once. After `cooldown` seconds one trial call is let through; its
+success closes the breaker, its failure opens it again. An unusable answer is not a failure here (the
+LLM answered), and neither is a request the server refused for its content (HTTP 400, 413, 422).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+import weakref
+from typing import Any, Awaitable, Callable, Dict, Optional, Set, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Consecutive failed calls that open the breaker.
+FAILURES = 3
+#: Seconds the breaker stays open before it lets one trial call through.
+COOLDOWN = 30.0
+#: Seconds each step waits for the LLM's answer (None: no deadline). NER answers a few names (under 2 s
+#: from a hosted model; 4 s keeps a retrieval's fallback within 5 s); rerank writes its reasoning first;
+#: extraction writes up to 20 triplets.
+DEADLINES: Dict[str, Optional[float]] = {"ner": 4.0, "rerank": 15.0, "extraction": 30.0}
+#: HTTP statuses that refuse one request for its content: the LLM is up, and the breaker counts no failure.
+REQUEST_ERRORS = frozenset({400, 413, 422})
+
+
+class LLMUnavailable(Exception):
+    """An LLM call gave no answer: it failed, ran out of its deadline, or was not made or waited for
+    (`skipped`: the breaker is open, or opened while it was in flight)."""
+
+    def __init__(self, message: str, skipped: bool = False) -> None:
+        super().__init__(message)
+        self.skipped = skipped
+
+
+class _Deadline(Exception):
+    """The call ran out of its deadline."""
+
+
+class _Abandoned(Exception):
+    """The breaker opened while the call was in flight: it is no longer waited for."""
+
+
+class _Flight:
+    """One call in flight, and how to stop waiting for it (set by the waiter)."""
+
+    def __init__(self, trial: bool) -> None:
+        self.trial = trial  # the one call let through after the cooldown
+        self.stop: Optional[Callable[[], None]] = None
+
+
+class LLMGuard:
+    """The deadline of each step's calls to one LLM object, and the circuit breaker over them.
+
+    It opens after `failures` consecutive failed calls, after the first while the LLM has not answered
+    once (a call that fails from the start says it is unreachable, not that it blipped: with its
+    client's retries, that one call already failed a dozen times), and at once after a call that ran
+    out of its deadline. When it opens, the calls still in flight are no longer waited for (an async
+    one is cancelled). Thread-safe and async-safe: the state changes under a lock that no call holds
+    while it waits for the LLM.
+
+    Args:
+        failures: Consecutive failed calls that open the breaker.
+        cooldown: Seconds it stays open before one trial call.
+        deadlines: Seconds each step ("ner", "rerank", "extraction") waits for an answer; None for no
+            deadline. Steps not named take `DEADLINES`.
+        clock: The clock of the cooldown (seconds, monotonic); tests pass a fake one.
+        name: The LLM's name in log messages (by default its class name, given by `set_guard`).
+    """
+
+    def __init__(
+        self,
+        failures: int = FAILURES,
+        cooldown: float = COOLDOWN,
+        deadlines: Optional[Dict[str, Optional[float]]] = None,
+        clock: Callable[[], float] = time.monotonic,
+        name: Optional[str] = None,
+    ) -> None:
+        if failures < 1 or cooldown < 0:
+            raise ValueError(f"failures must be at least 1 and cooldown at least 0, got {failures} and {cooldown}")
+        self.failures, self.cooldown, self.clock = failures, cooldown, clock
+        self.name, self._named = name or "LLM", name is not None
+        self.deadlines = {**DEADLINES, **(deadlines or {})}
+        self._lock = threading.Lock()
+        self._answered = False  # the LLM answered a call once
+        self._failed = 0  # consecutive failed calls
+        self._open_until: Optional[float] = None  # set while the breaker is open (or trying one call)
+        self._trying = False  # the trial call is in flight
+        self._skipped = 0  # calls not made since it opened
+        self._flights: Set[_Flight] = set()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether calls are refused now (open, or its trial call in flight)."""
+        with self._lock:
+            return self._open_until is not None and (self._trying or self.clock() < self._open_until)
+
+    @property
+    def answering(self) -> bool:
+        """Whether the LLM answered its last call (not only: not known to fail)."""
+        with self._lock:
+            return self._answered and self._failed == 0 and self._open_until is None
+
+    def call(self, step: str, fn: Callable[[], T]) -> T:
+        """`fn()` (one LLM call of `step`) within the step's deadline. Raises `LLMUnavailable` when the
+        breaker is open (`fn` is not called) or the call failed or ran out of its deadline."""
+        flight = self._admit(step)
+        deadline = self.deadlines.get(step)
+        try:
+            value = fn() if deadline is None else _in_thread(fn, deadline, flight)
+        except BaseException as exc:
+            error = self._failure(step, flight, exc, deadline)
+            if error is exc:
+                raise
+            raise error from exc
+        self._succeeded(step, flight)
+        return value
+
+    async def acall(self, step: str, make: Callable[[], Awaitable[T]]) -> T:
+        """Async `call`: `make()` gives the call's awaitable; past the deadline it is cancelled."""
+        flight = self._admit(step)
+        deadline = self.deadlines.get(step)
+        try:
+            value = await _awaited(make(), deadline, flight)
+        except BaseException as exc:
+            error = self._failure(step, flight, exc, deadline)
+            if error is exc:
+                raise
+            raise error from exc
+        self._succeeded(step, flight)
+        return value
+
+    # the breaker --------------------------------------------------------------------------------
+    def _admit(self, step: str) -> _Flight:
+        """Let the call through, or raise `LLMUnavailable(skipped=True)` while the breaker is open."""
+        with self._lock:
+            now = self.clock()
+            if self._open_until is None or (not self._trying and now >= self._open_until):
+                flight = _Flight(trial=self._open_until is not None)
+                self._trying = self._trying or flight.trial
+                self._flights.add(flight)
+                if flight.trial:
+                    logger.info("%s: %.0f s since the breaker opened; trying one %s call.", self.name, self.cooldown, step)
+                return flight
+            self._skipped += 1
+            first, failed, wait = self._skipped == 1, self._failed, max(0.0, self._open_until - now)
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "%s %s skipped: the circuit breaker is open after %d failed call(s) in a row, so no call is made for "
+            "%.0f s more (then one trial call); the no-LLM path stands. Further skipped calls are logged at DEBUG.",
+            self.name, step, failed, wait,
+        )
+        raise LLMUnavailable(f"not called: the circuit breaker of {self.name} is open", skipped=True)
+
+    def _succeeded(self, step: str, flight: _Flight) -> None:
+        with self._lock:
+            self._flights.discard(flight)
+            was_open, skipped = self._open_until is not None, self._skipped
+            self._answered, self._failed, self._open_until, self._trying, self._skipped = True, 0, None, False, 0
+        if was_open:
+            logger.warning("%s answered again (%s): LLM calls resume (%d were skipped meanwhile).", self.name, step, skipped)
+
+    def _failure(self, step: str, flight: _Flight, exc: BaseException, deadline: Optional[float]) -> BaseException:
+        """Count a failed call; return the exception the caller raises."""
+        if isinstance(exc, _Abandoned) or not isinstance(exc, Exception):  # cancelled: no verdict on the LLM
+            with self._lock:
+                self._flights.discard(flight)
+                self._trying = self._trying and not flight.trial
+            if isinstance(exc, _Abandoned):
+                return LLMUnavailable("not waited for: the circuit breaker opened while it was in flight", skipped=True)
+            return exc
+        if getattr(exc, "status_code", None) in REQUEST_ERRORS:  # refused for its content: the LLM is up
+            self._succeeded(step, flight)
+            return exc
+        timed_out = isinstance(exc, _Deadline)
+        why = f"no answer within {deadline:g} s" if timed_out else f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self._flights.discard(flight)
+            self._failed += 1
+            trial, was_open, count = flight.trial, self._open_until is not None, self._failed
+            opens = trial or timed_out or count >= self.failures or not self._answered
+            stops = []
+            if opens:
+                self._open_until, self._trying = self.clock() + self.cooldown, self._trying and not trial
+                if not was_open:
+                    self._skipped, stops = 0, [f.stop for f in self._flights if f.stop is not None]
+        if opens and (trial or not was_open):
+            logger.warning(
+                "%s %s failed (%s), %d failed call(s) in a row: no %s call for the next %.0f s (NER, rerank and "
+                "triplet extraction take their no-LLM path at once%s), then one trial call.",
+                self.name, step, why, count, self.name, self.cooldown,
+                f"; {len(stops)} call(s) in flight are not waited for" if stops else "",
+            )
+        for stop in stops:
+            stop()
+        return LLMUnavailable(f"{step} call failed: {why:.300}")
+
+
+def _in_thread(fn: Callable[[], T], deadline: float, flight: _Flight) -> T:
+    """`fn()` in a daemon thread (with the caller's context: LlamaIndex spans nest as usual), waited
+    for at most `deadline` seconds, or until the breaker opens (`flight.stop`); then `_Deadline` or
+    `_Abandoned` is raised and the thread is left to finish."""
+    box: Dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box["value"] = context.run(fn)
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    def stop() -> None:
+        box.setdefault("abandoned", True)
+        done.set()
+
+    flight.stop = stop
+    threading.Thread(target=run, name="graphrag-llm-call", daemon=True).start()
+    if not done.wait(deadline):
+        raise _Deadline()
+    if "error" in box:
+        raise box["error"]
+    if "value" not in box:
+        raise _Abandoned()
+    return box["value"]
+
+
+async def _awaited(awaitable: Awaitable[T], deadline: Optional[float], flight: _Flight) -> T:
+    """The awaitable's result within `deadline` seconds (None: no deadline), unless the breaker opens
+    (`flight.stop` cancels it: `_Abandoned`); past the deadline it is cancelled and `_Deadline` is
+    raised (an LLM's own TimeoutError passes as it is)."""
+    task = asyncio.ensure_future(awaitable)
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        try:
+            loop.call_soon_threadsafe(task.cancel)
+        except RuntimeError:  # its loop is closed: nothing left to cancel
+            pass
+
+    flight.stop = stop
+    try:
+        done, _ = await asyncio.wait({task}, timeout=deadline)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # nobody awaits it
+        raise _Deadline()
+    if task.cancelled():
+        raise _Abandoned()
+    return task.result()
+
+
+_GUARDS: Dict[int, LLMGuard] = {}
+_GUARDS_LOCK = threading.Lock()
+
+
+def guard_of(llm: Any) -> LLMGuard:
+    """The guard of an LLM object, made with the defaults on first use, and dropped with the object."""
+    with _GUARDS_LOCK:
+        guard = _GUARDS.get(id(llm))
+    return guard if guard is not None else set_guard(llm, LLMGuard(), replace=False)
+
+
+def set_guard(llm: Any, guard: LLMGuard, replace: bool = True) -> LLMGuard:
+    """Give an LLM object its guard (other thresholds, deadlines or a clock), named after its class unless
+    named; every step calling that object uses it from then on. Returns the object's guard (with
+    `replace=False`, the one it already has, if any)."""
+    if not guard._named:
+        guard.name = type(llm).__name__
+    with _GUARDS_LOCK:
+        known = _GUARDS.get(id(llm))
+        if known is not None and not replace:
+            return known
+        _GUARDS[id(llm)] = guard
+    if known is None:
+        try:
+            weakref.finalize(llm, _GUARDS.pop, id(llm), None)
+        except TypeError:  # not weak-referenceable: kept for the process
+            pass
+    return guard
