@@ -19,6 +19,12 @@ from llama_index_graphrag_milvus.store import DEFAULT_URI
 #: Passages written per step of `ingest` (one step of its progress bar).
 INGEST_BATCH = 256
 
+#: What stats and ingest say when passages await LLM extraction.
+_PENDING_NOTE = (
+    "  ({n} passages hold co-occurrence triplets because their LLM extraction failed: ingest them again "
+    "with --openai, or GraphRAGIndex.refresh_ref_docs, once the LLM answers)"
+)
+
 
 def _store(args: argparse.Namespace, existing: bool = False) -> Any:
     """The store at --uri; with `existing`, a Milvus Lite path must already hold a database."""
@@ -75,6 +81,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
 
     from llama_index_graphrag_milvus import GraphRAGTransform
     from llama_index_graphrag_milvus.schema import chunked
+    from llama_index_graphrag_milvus.transform import count_pending
 
     documents = _read_nodes(args.paths)
     llm = _llm(args)
@@ -107,6 +114,9 @@ def cmd_ingest(args: argparse.Namespace) -> None:
                 "  (for passages without triplets: names co-occurring in a sentence; --openai extracts with an LLM)",
                 file=sys.stderr,
             )
+        pending = count_pending(store)
+        if pending:
+            print(_PENDING_NOTE.format(n=pending), file=sys.stderr)
         print(json.dumps(store.count()))
 
 
@@ -128,11 +138,13 @@ def cmd_query(args: argparse.Namespace) -> None:
 
 def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str, int]:
     """The rows of a store's three collections, as Milvus counts them, with no embed model loaded and no
-    graph read: `{"entities": n, "relations": n, "passages": n}`."""
+    graph read: `{"entities": n, "relations": n, "passages": n}`, and `"pending_extraction": n` when n
+    passages hold the no-LLM extractor's triplets because their LLM extraction failed."""
     from pymilvus import MilvusClient
 
     from llama_index_graphrag_milvus.errors import GraphStoreError
-    from llama_index_graphrag_milvus.milvus.collections import KINDS, collection_names, is_local_path
+    from llama_index_graphrag_milvus.ingest.extract.given import PENDING_FILTER
+    from llama_index_graphrag_milvus.milvus.collections import KINDS, PASSAGES, collection_names, is_local_path
 
     local = is_local_path(uri)
     if local and not Path(uri).expanduser().exists():
@@ -160,13 +172,19 @@ def count_rows(uri: str, token: str = "", prefix: str = "graphrag") -> Dict[str,
             client.load_collection(name)
             rows = client.query(name, filter="", output_fields=["count(*)"], consistency_level="Strong")
             counts[kind] = int(rows[0]["count(*)"])
+        pending = client.query(names[PASSAGES], filter=PENDING_FILTER, output_fields=["count(*)"], consistency_level="Strong")
+        if int(pending[0]["count(*)"]):
+            counts["pending_extraction"] = int(pending[0]["count(*)"])
         return counts
     finally:
         client.close()
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    print(json.dumps(count_rows(args.uri, args.token, args.prefix)))
+    counts = count_rows(args.uri, args.token, args.prefix)
+    print(json.dumps(counts))
+    if counts.get("pending_extraction"):
+        print(_PENDING_NOTE.format(n=counts["pending_extraction"]), file=sys.stderr)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -180,15 +198,12 @@ EVAL_URI = ".cache/graphrag-milvus/DATASET.db"
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
+    from llama_index_graphrag_milvus.bench.benchmark import run_benchmark, run_benchmarks
 
-    if not Path(args.data, "corpus.jsonl").exists() or not Path(args.data, "questions.jsonl").exists():
-        raise FileNotFoundError(
-            f"{args.data}: expected corpus.jsonl and questions.jsonl (as in shared/data/musique)"
-        )
-    run_benchmark(
-        args.data,
-        args.out,  # None: .cache/graphrag-milvus/results/<dataset>.json, untracked
+    for data in args.data:
+        if not Path(data, "corpus.jsonl").exists() or not Path(data, "questions.jsonl").exists():
+            raise FileNotFoundError(f"{data}: expected corpus.jsonl and questions.jsonl (as in shared/data/musique)")
+    options = dict(
         uri=None if args.uri == EVAL_URI else args.uri,
         limit=args.limit,
         triples=not args.no_triples,
@@ -197,6 +212,12 @@ def cmd_eval(args: argparse.Namespace) -> None:
         chart=not args.no_chart,
         scripted_llms=args.scripted_llms,
     )
+    if len(args.data) == 1:  # --out None: .cache/graphrag-milvus/results/<dataset>.json, untracked
+        run_benchmark(args.data[0], args.out, **options)
+    else:  # --out a directory: <dataset>.json for each, and summary.md
+        if options["uri"] is not None:
+            raise ValueError("--uri names one database, and each dataset needs its own: leave --uri out")
+        run_benchmarks(args.data, args.out, raw_text=None, **options)
 
 
 def _llm(args: argparse.Namespace) -> Any:
@@ -236,11 +257,15 @@ def parser() -> argparse.ArgumentParser:
     evaluate = command("eval", "Multi-hop Recall@k: dense vs Graph RAG.", cmd_eval)
     # its own store, its collections overwritten: not the default store of ingest and query
     evaluate.set_defaults(uri=EVAL_URI, prefix="bench")
-    evaluate.add_argument("--data", required=True, help="a directory in the format of shared/data/musique")
+    evaluate.add_argument(
+        "--data", required=True, nargs="+",
+        help="one or more directories in the format of shared/data/musique (several: one summary table)",
+    )
     evaluate.add_argument(
         "--out",
         default=None,
-        help="results JSON, a PNG chart beside it (default: .cache/graphrag-milvus/results/DATASET.json)",
+        help="results JSON, a PNG chart beside it (default: .cache/graphrag-milvus/results/DATASET.json); "
+        "with several --data, a directory for DATASET.json each and summary.md",
     )
     evaluate.add_argument("--no-chart", action="store_true", help="write no PNG chart")
     evaluate.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")

@@ -111,3 +111,17 @@ def test_grpc_goaway_lines_are_silenced():
     )
     assert result.stdout.strip() == "done"  # the server did send its GOAWAY, closing the connection
     assert "GOAWAY" not in result.stderr and "too_many_pings" not in result.stderr, result.stderr[-2000:]
+
+
+def test_eval_on_several_datasets_writes_one_summary_table(tmp_path, monkeypatch):
+    from llama_index_graphrag_milvus import cli
+
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        write_musique_like(tmp_path / name)
+    monkeypatch.chdir(tmp_path)  # the default store: .cache/graphrag-milvus/DATASET.db under here
+    cli.main(["eval", "--data", str(tmp_path / "one"), str(tmp_path / "two"), "--no-chart", "--out", "out"])
+    assert json.loads((tmp_path / "out" / "one.json").read_text())["questions"] == 2
+    assert json.loads((tmp_path / "out" / "two.json").read_text())["questions"] == 2
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "one" in summary and "two" in summary and "graphrag" in summary
