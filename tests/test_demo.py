@@ -29,7 +29,7 @@ def test_the_demo_shows_graph_rag_finding_a_gold_passage_plain_rag_misses(minilm
     assert gold & set(graph) - set(plain), "a gold passage in Graph RAG's top k and not in plain RAG's"
     assert shown.won()
 
-    assert "cosine similarity" in out and "PageRank, relation chains and the hop, fused" in out and "different scales" in out
+    assert "cosine similarity" in out and "PageRank, chains, hop and topic, fused" in out and "different scales" in out
     # the chain starts from a relation touching what the question names
     chain = out.split("How Graph RAG got there", 1)[1]
     first = re.search(r"1\. (.*?) —\[.*?\]→ (.*?)   \(stated in", chain)

@@ -240,7 +240,7 @@ def main(argv: Optional[List[str]] = None, embed_model: Optional[BaseEmbedding] 
         print("Embedder: all-MiniLM-L6-v2, bundled. LLM: "
               + ("OpenAI gpt-4o-mini (NER, rerank, answer)" if llm else "none (offline: graph rerank, no LLM call)"))
         graph_label = (
-            "the LLM's chosen relations lift their passages" if llm else "PageRank, relation chains and the hop, fused"
+            "the LLM's chosen relations lift their passages" if llm else "PageRank, chains, hop and topic, fused"
         )
         graph_name = "Graph RAG + LLM" if llm else "Graph RAG"
 
