@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from llama_index_graphrag_milvus.bench.benchmark import run_benchmark
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 
@@ -125,3 +127,15 @@ def test_eval_on_several_datasets_writes_one_summary_table(tmp_path, monkeypatch
     assert json.loads((tmp_path / "out" / "two.json").read_text())["questions"] == 2
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "one" in summary and "two" in summary and "graphrag" in summary
+
+
+def test_eval_on_several_datasets_refuses_one_uri_for_all(tmp_path, capsys):
+    from llama_index_graphrag_milvus import cli
+
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        write_musique_like(tmp_path / name)
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "--data", str(tmp_path / "one"), str(tmp_path / "two"), "--uri", str(tmp_path / "x.db")])
+    assert "each dataset needs its own: leave --uri out" in capsys.readouterr().err
+    assert not (tmp_path / "x.db").exists()  # refused before anything was written
