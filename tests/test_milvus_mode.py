@@ -1,5 +1,6 @@
 """adjacency="milvus": no adjacency in memory; writes, deletes and retrieval load what they touch."""
 
+import numpy as np
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
@@ -95,3 +96,31 @@ def test_both_modes_give_the_same_top_10_on_a_dev_slice_question_by_question(mak
             milvus.close()
             memory = make_store(uri=uri, embed_model=spread_embed)
             assert memory.count()["passages"] == len(sample.nodes) - 2
+
+
+def test_scoring_many_relations_reads_every_vector_and_gives_the_cached_numbers(make_store, tmp_path):
+    """A cut over more relations than one query's batch (here 2,500): each is scored, with the cosine the
+    in-process cache computes, to the bit, and without a filtered search (on a server's graph index such
+    a search can leave out some of the ids it is given)."""
+    from llama_index.core.schema import TextNode
+
+    from llama_index_graphrag_milvus.milvus import collections as milvus_collections
+    from llama_index_graphrag_milvus.milvus.search import similarities
+
+    nodes = [
+        TextNode(id_=f"p{p}", text=f"passage {p}", metadata={"triplets": [[f"E{p}", f"links{k}", f"F{(p * 7 + k) % 500}"] for k in range(25)]})
+        for p in range(100)
+    ]
+    store = make_store(uri=str(tmp_path / "many.db"))
+    GraphRAGTransform(store=store, llm=None)(nodes)
+    cache, search = store.backend.cache, store.backend.search
+    positions = np.flatnonzero(cache.relations.mask())
+    ids = list(cache.relations.ids_at(positions))
+    assert len(ids) == 2500 > milvus_collections.ID_BATCH
+    vector = store.embed_model.get_query_embedding("who links E3?")
+    store.collections.calls.clear()
+    scored = similarities(store.collections, "relations", vector, ids)
+    assert set(scored) == set(ids)
+    assert not any(kind.startswith("search") for kind in store.collections.calls)
+    expected = search.vectors["relations"].similarity(vector, positions)
+    assert [scored[i] for i in ids] == expected.astype(np.float64).tolist()

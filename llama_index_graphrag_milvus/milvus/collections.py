@@ -35,8 +35,9 @@ ADJACENCY = "adjacency"
 BUCKET = 4096
 #: Ids per `in [...]` filter: one query per batch.
 ID_BATCH = 1000
-#: Ids per filter of a search among given ids (one search scores them all, up to Milvus' top-k limit).
-SEARCH_BATCH = 8192
+#: Ids per query when vectors are read by primary key to score them (`search.similarities`): Milvus'
+#: cost per query is mostly per id, and on Lite each query also costs about a scan, so few large ones.
+VECTOR_BATCH = 8192
 #: Rows per page when a server's collection is read whole (`query_iterator`).
 _SERVER_PAGE = 16384
 #: Rows per page when a Milvus Lite collection is read whole (each Lite query costs about a scan).
@@ -264,10 +265,10 @@ class Collections:
             self.names[kind], filter=filter, output_fields=list(fields), consistency_level=self._consistency_level, **kwargs
         )
 
-    def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str]) -> List[Dict[str, Any]]:
-        """The rows of `kind` with the given ids (in no particular order), `ID_BATCH` ids a query."""
+    def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str], batch_size: int = ID_BATCH) -> List[Dict[str, Any]]:
+        """The rows of `kind` with the given ids (in no particular order), `batch_size` ids a query."""
         rows: List[Dict[str, Any]] = []
-        for batch in chunked(list(ids), ID_BATCH):
+        for batch in chunked(list(ids), batch_size):
             rows += self.query(kind, id_filter(batch), fields)
         return rows
 
@@ -279,36 +280,22 @@ class Collections:
         return {kind: self.count(kind) for kind in KINDS}
 
     def search(
-        self,
-        kind: str,
-        vectors: Sequence[Sequence[float]],
-        limit: int,
-        fields: Sequence[str] = (),
-        among: Optional[Sequence[Any]] = None,
+        self, kind: str, vectors: Sequence[Sequence[float]], limit: int, fields: Sequence[str] = ()
     ) -> List[List[Tuple[Any, float, Dict[str, Any]]]]:
-        """For each vector, the `limit` nearest rows of `kind` as (id, cosine, fields), best first;
-        only `among` the given ids when given (`SEARCH_BATCH` ids a filter, the best kept)."""
-        if not len(vectors) or limit <= 0 or (among is not None and not len(among)):
+        """For each vector, the `limit` nearest rows of `kind` as (id, cosine, fields), best first."""
+        if not len(vectors) or limit <= 0:
             return [[] for _ in vectors]
         self._flushed(kind)
-        batches = [None] if among is None else list(chunked(list(among), SEARCH_BATCH))
-        found: List[List[Tuple[Any, float, Dict[str, Any]]]] = [[] for _ in vectors]
-        for batch in batches:
-            self.calls[f"search {kind}"] += 1
-            hits = self.client.search(
-                self.names[kind],
-                data=[list(map(float, v)) for v in vectors],
-                filter="" if batch is None else id_filter(batch),
-                limit=limit if batch is None else min(limit, len(batch)),
-                output_fields=list(fields),
-                anns_field="embedding",
-                consistency_level=self._consistency_level,
-            )
-            for row, hit_list in zip(found, hits):
-                row += [(h["id"], float(h["distance"]), h.get("entity", {})) for h in hit_list]
-        if len(batches) > 1:
-            found = [sorted(row, key=lambda hit: -hit[1])[:limit] for row in found]
-        return found
+        self.calls[f"search {kind}"] += 1
+        hits = self.client.search(
+            self.names[kind],
+            data=[list(map(float, v)) for v in vectors],
+            limit=limit,
+            output_fields=list(fields),
+            anns_field="embedding",
+            consistency_level=self._consistency_level,
+        )
+        return [[(h["id"], float(h["distance"]), h.get("entity", {})) for h in hit_list] for hit_list in hits]
 
     def pages(self, kind: str, fields: Sequence[str]) -> Iterator[List[Dict[str, Any]]]:
         """Every row of a collection, a page at a time. On Milvus Lite, where each query costs about a

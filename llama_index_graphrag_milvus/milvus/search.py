@@ -13,28 +13,23 @@ from typing import Any, Dict, List, Protocol, Sequence, Tuple
 import numpy as np
 
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, KINDS, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, KINDS, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
 from llama_index_graphrag_milvus.schema import ScoredEntity
 from llama_index_graphrag_milvus.milvus.vectors import VectorCache, unit_rows
 
 #: (ids, cosines) of a search, best first.
 Hits = Tuple[List, List[float]]
 
-#: Rows whose vectors a similarity is computed from here (fetched by primary key) rather than by a
-#: search among them in Milvus: fewer than this, a lookup is cheaper than a search, and exact.
-FETCH_LIMIT = 1024
-
 
 def similarities(collections: Collections, kind: str, vector: Sequence[float], ids: Sequence) -> Dict:
-    """The cosine of `vector` with each stored row of `ids`. Up to `FETCH_LIMIT` ids, their vectors are
-    read by primary key and the cosines computed here as the in-process cache computes them (float32
-    unit vectors), so both give the same numbers; more are scored by one search among them."""
+    """The cosine of `vector` with each stored row of `ids`: their vectors read by primary key
+    (`VECTOR_BATCH` a query) and the cosines computed here as the in-process cache computes them (float32
+    unit vectors), so both backends give the same numbers. (A search filtered by the ids would cost as
+    much, and on a server's graph index it can miss some of them.)"""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return {}
-    if len(ids) > FETCH_LIMIT:
-        return {i: s for i, s, _ in collections.search(kind, [vector], len(ids), among=ids)[0]}
-    rows = collections.get(kind, ids, ["id", "embedding"])
+    rows = collections.get(kind, ids, ["id", "embedding"], batch_size=VECTOR_BATCH)
     if not rows:
         return {}
     matrix = unit_rows(np.asarray([row["embedding"] for row in rows], dtype=np.float32))
@@ -168,7 +163,7 @@ class CachedSearch:
 
 
 class MilvusSearch:
-    """`VectorSearch` by Milvus searches (ids filters of at most 1,000 ids each)."""
+    """`VectorSearch` by Milvus searches; the similarity to given rows by reading their vectors."""
 
     def __init__(self, collections: Collections) -> None:
         self.collections = collections
