@@ -4,10 +4,13 @@ namespace): retrieval p50 / p90, Milvus calls per retrieval and the client's mem
 what is measured); the same store in memory mode beside it.
 
     python -m benchmarks.scale.on_server --sizes 1e4,1e5,1e6 --out benchmarks/results/scale_milvus_mode.json
+    python -m benchmarks.scale.on_server --data-dir /tmp/kept --modes milvus   # again, on the same data
 
-Each size is ingested once (memory mode, the default transform); each mode is then measured in a fresh
-process, so that its resident memory (RSS) is its own: first with a store opened on an empty prefix (the
-baseline: Python, LlamaIndex, pymilvus), then on the corpus, after 100 retrievals.
+Each size is ingested once (memory mode, the default transform), unless `--data-dir` already holds it;
+before it is measured, the server is left to finish building its indexes (no pending index rows: a
+server still indexing serves searches and lookups at half speed or worse). Each mode is then measured
+in a fresh process, so that its resident memory (RSS) is its own: first with a store opened on an empty
+prefix (the baseline: Python, LlamaIndex, pymilvus), then on the corpus, after 100 retrievals.
 """
 
 from __future__ import annotations
@@ -57,6 +60,30 @@ def ingest(uri: str, size: int, batch: int = 2000) -> Dict[str, Any]:
     return {"seconds": round(seconds, 1), "relations_per_s": round(counts["relations"] / seconds), "counts": counts}
 
 
+def settle(uri: str, prefix: str, timeout_s: float = 1800) -> float:
+    """Wait until the server has indexed every row of the prefix's collections; the seconds waited."""
+    from pymilvus import MilvusClient
+
+    client, start = MilvusClient(uri), time.perf_counter()
+    names = [n for n in client.list_collections() if n.startswith(prefix + "_")]
+    while time.perf_counter() - start < timeout_s:
+        if not any(client.describe_index(n, "embedding").get("pending_index_rows", 0) for n in names):
+            break
+        time.sleep(20)
+    client.close()
+    return round(time.perf_counter() - start, 1)
+
+
+def stored(uri: str, prefix: str) -> bool:
+    """Whether the server already holds the prefix's corpus (a kept `--data-dir`)."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri)
+    found = f"{prefix}_relations" in client.list_collections()
+    client.close()
+    return found
+
+
 def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
     """In this process: the baseline RSS, then retrieval on the corpus in one mode."""
     embed = HashEmbedding(DIM)
@@ -71,13 +98,14 @@ def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
     texts = questions(make_corpus(size), np.random.default_rng(7), QUESTIONS)
     vectors = [embed.get_query_embedding(t) for t in texts]
     retriever.retrieve(QueryBundle("warm up", embedding=vectors[0]))
-    ms, calls = [], Counter()
+    ms, calls, read = [], Counter(), Counter()
     for text, vector in zip(texts, vectors):
-        before = Counter(store.collections.calls)
+        before, read_before = Counter(store.collections.calls), Counter(store.collections.ids_read)
         start = time.perf_counter()
         retriever.retrieve(QueryBundle(text, embedding=vector))
         ms.append(1000 * (time.perf_counter() - start))
         calls.update(store.collections.calls - before)
+        read.update(store.collections.ids_read - read_before)
     rss = _rss_mb()
     store.close()
     ms.sort()
@@ -86,6 +114,7 @@ def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
         "open_s": round(open_s, 2), "rss_mb_above_empty_store": round(rss - baseline, 1), "rss_mb": round(rss, 1),
         "calls_per_retrieval": round(sum(calls.values()) / len(texts), 1),
         "calls_by_kind": {k: round(v / len(texts), 2) for k, v in sorted(calls.items())},
+        "ids_read_by_primary_key": {k: round(v / len(texts)) for k, v in sorted(read.items())},
     }
 
 
@@ -93,6 +122,8 @@ def main(argv: List[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1e4,1e5,1e6")
     parser.add_argument("--out", default="benchmarks/results/scale_milvus_mode.json")
+    parser.add_argument("--data-dir", help="the server's data directory, kept (default: a temporary one)")
+    parser.add_argument("--modes", default="milvus,memory")
     parser.add_argument("--measure", nargs=3, metavar=("URI", "SIZE", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
@@ -103,10 +134,12 @@ def main(argv: List[str] | None = None) -> None:
         sys.exit(milvus_server.rerun_inside(["-m", "benchmarks.scale.on_server", *(argv or sys.argv[1:])]))
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     report: Dict[str, Any] = {"server": "Milvus 2.3.5 standalone", "questions": QUESTIONS, "dim": DIM, "sizes": {}}
-    with milvus_server.server() as uri:
+    with milvus_server.server(args.data_dir) as uri:
         for size in sizes:
-            entry = report["sizes"][str(size)] = {"ingest": ingest(uri, size)}
-            for mode in ("milvus", "memory"):
+            prefix = f"s{fmt_size(size)}"
+            entry = report["sizes"][str(size)] = {"ingest": "kept" if stored(uri, prefix) else ingest(uri, size)}
+            entry["settle_s"] = settle(uri, prefix)
+            for mode in args.modes.split(","):
                 done = subprocess.run([sys.executable, "-m", "benchmarks.scale.on_server", "--measure", uri, str(size), mode],
                                       capture_output=True, text=True, check=False)
                 lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -174,6 +174,7 @@ class Collections:
         self._consistency_level = consistency_level
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
         self.calls: Counter = Counter()  # queries and searches made, by kind (what the benchmarks count)
+        self.ids_read: Counter = Counter()  # rows asked for by primary key, by collection kind
         lite.claim(self._key)
         try:
             if is_local_path(uri):
@@ -268,7 +269,9 @@ class Collections:
     def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str], batch_size: int = ID_BATCH) -> List[Dict[str, Any]]:
         """The rows of `kind` with the given ids (in no particular order), `batch_size` ids a query."""
         rows: List[Dict[str, Any]] = []
-        for batch in chunked(list(ids), batch_size):
+        ids = list(ids)
+        self.ids_read[kind] += len(ids)
+        for batch in chunked(ids, batch_size):
             rows += self.query(kind, id_filter(batch), fields)
         return rows
 
