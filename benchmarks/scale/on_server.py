@@ -98,11 +98,11 @@ def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
     texts = questions(make_corpus(size), np.random.default_rng(7), QUESTIONS)
     vectors = [embed.get_query_embedding(t) for t in texts]
     retriever.retrieve(QueryBundle("warm up", embedding=vectors[0]))
-    ms, calls, read = [], Counter(), Counter()
+    ms, calls, read, tops = [], Counter(), Counter(), []
     for text, vector in zip(texts, vectors):
         before, read_before = Counter(store.collections.calls), Counter(store.collections.ids_read)
         start = time.perf_counter()
-        retriever.retrieve(QueryBundle(text, embedding=vector))
+        tops.append([n.node.node_id for n in retriever.retrieve(QueryBundle(text, embedding=vector))])
         ms.append(1000 * (time.perf_counter() - start))
         calls.update(store.collections.calls - before)
         read.update(store.collections.ids_read - read_before)
@@ -115,6 +115,7 @@ def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
         "calls_per_retrieval": round(sum(calls.values()) / len(texts), 1),
         "calls_by_kind": {k: round(v / len(texts), 2) for k, v in sorted(calls.items())},
         "ids_read_by_primary_key": {k: round(v / len(texts)) for k, v in sorted(read.items())},
+        "top10": tops,
     }
 
 
@@ -144,7 +145,11 @@ def main(argv: List[str] | None = None) -> None:
                                       capture_output=True, text=True, check=False)
                 lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
                 entry[mode] = json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
-                print(f"{size} {mode}: {entry[mode]}", file=sys.stderr, flush=True)
+                print(f"{size} {mode}: { {k: v for k, v in entry[mode].items() if k != 'top10'} }", file=sys.stderr, flush=True)
+            tops = [entry[mode].pop("top10", None) for mode in args.modes.split(",")]
+            if len(tops) == 2 and all(tops):
+                entry["top10_identical"] = sum(a == b for a, b in zip(*tops))
+                print(f"{size}: top 10 identical in both modes on {entry['top10_identical']} of {QUESTIONS}", file=sys.stderr, flush=True)
             Path(args.out).write_text(json.dumps(report, indent=1))
     first, last = str(sizes[0]), str(sizes[-1])
     if "p50_ms" in report["sizes"][first].get("milvus", {}) and "p50_ms" in report["sizes"][last].get("milvus", {}):
