@@ -9,7 +9,9 @@ dev sets, paired against no LLM (`benchmarks/llm_trust.py`'s `run_set`):
   (non-hub) entity, the bridge;
 - `continue_only`: both passages lead only when there is such a bridge passage;
 - `about` / `about_only`: as `continue` / `continue_only`, the second passage about the bridge
-  (`Neighbourhood.passages_about`) when there is one.
+  (`Neighbourhood.passages_about`) when there is one;
+- `grounded`: nothing more leads, but only the picks with an entity the question names vote (the
+  others are ignored).
 
 `--probe` instead reports where the first pick's passage sits in the no-LLM ranking, and how often the
 first pick has a question entity, for the half-right and the random LLM.
@@ -37,13 +39,22 @@ from llama_index_graphrag_milvus.graph.sparse import neighbours
 from llama_index_graphrag_milvus.ranking import llm as L
 from llama_index_graphrag_milvus.ranking.base import Ranking, fuse
 
-RULES = ("shipped", "first_named", "continue", "continue_only", "about", "about_only")
+RULES = ("shipped", "first_named", "continue", "continue_only", "about", "about_only", "grounded")
 PROBE: List[Dict] = []
 
 
 def _base_order(base: Ranking, passages: List[str]) -> List[str]:
     order = {p: i for i, (p, _) in enumerate(base.passages)}
     return sorted(passages, key=lambda p: order.get(p, 10**6))
+
+
+def grounded(task, picks: List[int]) -> List[int]:
+    """The picks with an entity the question names."""
+    hood = task.neighbourhood
+    named = hood.cache.entities.lookup(np.array(L._named(task), dtype=np.int64))
+    named = set(named[named >= 0].tolist())
+    positions = hood.cache.relations.lookup(np.array(picks, dtype=np.int64))
+    return [r for r, p in zip(picks, positions.tolist()) if p >= 0 and set(neighbours(hood.graph.relation_entity, np.array([p])).tolist()) & named]
 
 
 def first_lead(rule: str, task, picks: List[int], base: Ranking, passages_of: Dict) -> List[str]:
@@ -85,10 +96,13 @@ def patched_merge(rule: str):
         if rule == "probe":
             _probe(getattr(self.llm, "choose", None), task, picks, base, passages_of)
         leading, decision = self._leading(task, [r for r, _ in picks])
-        firsts = first_lead(rule, task, [r for r, _ in picks], base, passages_of) if not leading and rule not in ("shipped", "probe") else []
+        firsts = first_lead(rule, task, [r for r, _ in picks], base, passages_of) if not leading and rule not in ("shipped", "probe", "grounded") else []
         if firsts:
             leading, decision = [picks[0][0]], "led: the first pick starts at the question"
         voting = [p for p in picks if p[0] not in set(leading)]
+        if rule == "grounded":
+            kept = set(grounded(task, [r for r, _ in voting]))
+            voting = [p for p in voting if p[0] in kept]
         chosen = L._passages(voting, passages_of)
         parts = base.parts or [(base.name, [pid for pid, _ in base.passages], 1.0)]
         fused = fuse([*[(ids, w) for _, ids, w in parts], (list(chosen), self.weight)] if chosen else [(ids, w) for _, ids, w in parts], base.k)
