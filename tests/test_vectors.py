@@ -60,6 +60,24 @@ def test_search_below_the_limit_is_exact_and_respects_the_live_mask():
     assert cache.rows(np.array([1, 10_000]))[1].tolist() == [0.0] * 16
 
 
+def test_a_row_scores_the_same_whatever_the_rows_scored_with_it():
+    """Both backends score the same relations in other batches (the cache by positions, Milvus mode by
+    lookups): a row's cosine must not depend on its batch, or exact ties order otherwise. Integer-valued
+    vectors, like the hash embedding's, tie often."""
+    rng = np.random.default_rng(0)
+    vectors = rng.integers(-2, 3, size=(20_000, 32)).astype(np.float32)
+    query = rng.integers(-2, 3, size=32).astype(np.float32)
+    cache = VectorCache(32)
+    cache.put(range(len(vectors)), vectors)
+    whole = cache.similarity(query, np.arange(len(vectors)))
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    expected = vectors_module.cosines(vectors_module.unit_rows(vectors), vectors_module.unit_rows(query[None])[0])
+    assert whole.tolist() == expected.tolist() and whole == pytest.approx(unit @ (query / np.linalg.norm(query)), abs=1e-6)
+    for size in (1, 3, 7, 1_000, 4_999):
+        batch = np.sort(rng.choice(len(vectors), size=size, replace=False))
+        assert cache.similarity(query, batch).tolist() == whole[batch].tolist()
+
+
 def test_the_index_is_built_on_the_first_search_above_the_limit(small_limits):
     vectors, queries = clustered(1_500)
     cache = VectorCache(32)

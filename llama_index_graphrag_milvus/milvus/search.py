@@ -15,7 +15,7 @@ import numpy as np
 from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, KINDS, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
 from llama_index_graphrag_milvus.schema import ScoredEntity
-from llama_index_graphrag_milvus.milvus.vectors import VectorCache, unit_rows
+from llama_index_graphrag_milvus.milvus.vectors import VectorCache, cosines, unit_rows
 
 #: (ids, cosines) of a search, best first.
 Hits = Tuple[List, List[float]]
@@ -33,7 +33,7 @@ def similarities(collections: Collections, kind: str, vector: Sequence[float], i
     if not rows:
         return {}
     matrix = unit_rows(np.asarray([row["embedding"] for row in rows], dtype=np.float32))
-    scores = np.dot(matrix, unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0])
+    scores = cosines(matrix, unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0])
     return dict(zip((row["id"] for row in rows), scores.astype(np.float64).tolist()))
 
 

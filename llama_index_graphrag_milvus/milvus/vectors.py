@@ -90,8 +90,7 @@ class VectorCache:
         q = _unit(query)
         found = self.has(positions)
         out = np.zeros(len(positions), dtype=np.float64)
-        with _one_blas_thread():
-            out[found] = np.dot(self._vectors[positions[found]], q)
+        out[found] = cosines(self._vectors[positions[found]], q)
         return out
 
     def top_k(self, query: Sequence[float], k: int, alive: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -329,6 +328,13 @@ def _top(positions: np.ndarray, scores: np.ndarray, k: int) -> Tuple[np.ndarray,
 
 def _unit(vector: Sequence[float]) -> np.ndarray:
     return unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+
+
+def cosines(unit: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each unit row's dot product with the unit `query`, the same number for a row whatever the other
+    rows scored with it. (BLAS's matrix-vector product is not: a row's last bit depends on its place in
+    the batch, and two backends scoring the same rows in other batches then order exact ties otherwise.)"""
+    return np.einsum("ij,j->i", unit, query)
 
 
 def unit_rows(rows: np.ndarray) -> np.ndarray:
