@@ -30,11 +30,15 @@ def similarities(collections: Collections, kind: str, vector: Sequence[float], i
     if not ids:
         return {}
     rows = collections.get(kind, ids, ["id", "embedding"], batch_size=VECTOR_BATCH)
-    if not rows:
-        return {}
-    matrix = unit_rows(np.asarray([row["embedding"] for row in rows], dtype=np.float32))
-    scores = cosines(matrix, unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0])
-    return dict(zip((row["id"] for row in rows), scores.astype(np.float64).tolist()))
+    return dict(zip((row["id"] for row in rows), _cosines(vector, [row["embedding"] for row in rows])))
+
+
+def _cosines(vector: Sequence[float], embeddings: List[Sequence[float]]) -> List[float]:
+    """The cosine of `vector` with each embedding, as the in-process cache computes it."""
+    if not embeddings:
+        return []
+    matrix = unit_rows(np.asarray(embeddings, dtype=np.float32))
+    return cosines(matrix, unit_rows(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]).astype(np.float64).tolist()
 
 
 class VectorSearch(Protocol):
@@ -175,15 +179,14 @@ class MilvusSearch:
         pass  # Milvus holds them already
 
     def _top(self, kind: str, vectors: Sequence[Sequence[float]], top_k: int, fields: Sequence[str] = ()):
-        """Each vector's `top_k` hits, their cosines computed again here (`similarities`: the numbers the
-        in-process search gives) and ties settled by id; and the hits' fields."""
-        found = self.collections.search(kind, vectors, top_k + TIE_MARGIN, fields=fields)
+        """Each vector's `top_k` hits, their cosines computed again here from the vectors the search
+        returns (the numbers the in-process search gives) and ties settled by id; and the hits' fields."""
+        found = self.collections.search(kind, vectors, top_k + TIE_MARGIN, fields=[*fields, "embedding"])
         rows = {i: row for hits in found for i, _, row in hits}
         settled = []
         for vector, hits in zip(vectors, found):
-            exact = similarities(self.collections, kind, vector, [i for i, _, _ in hits])
-            ids = [i for i, _, _ in hits if i in exact]
-            settled.append(_settled(ids, np.array([exact[i] for i in ids]), top_k))
+            exact = _cosines(vector, [row["embedding"] for _, _, row in hits])
+            settled.append(_settled([i for i, _, _ in hits], np.array(exact), top_k))
         return settled, rows
 
     def entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
