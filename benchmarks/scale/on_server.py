@@ -5,6 +5,7 @@ what is measured); the same store in memory mode beside it.
 
     python -m benchmarks.scale.on_server --sizes 1e4,1e5,1e6 --out benchmarks/results/scale_milvus_mode.json
     python -m benchmarks.scale.on_server --data-dir /tmp/kept --modes milvus   # again, on the same data
+    python -m benchmarks.scale.on_server --index FLAT --modes milvus,memory,milvus  # exact search, run twice
 
 Each size is ingested once (memory mode, the default transform), unless `--data-dir` already holds it;
 before it is measured, the server is left to finish building its indexes (no pending index rows: a
@@ -46,9 +47,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def ingest(uri: str, size: int, batch: int = 2000) -> Dict[str, Any]:
+def prefix_of(size: int, index: str) -> str:
+    """The collections' prefix of a corpus size under a vector index type (AUTOINDEX: the default)."""
+    return f"s{fmt_size(size)}" + ("" if index == "AUTOINDEX" else f"_{index.lower()}")
+
+
+def ingest(uri: str, size: int, index: str, batch: int = 2000) -> Dict[str, Any]:
     corpus = make_corpus(size)
-    store = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(DIM), collection_prefix=f"s{fmt_size(size)}", overwrite=True)
+    store = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(DIM), collection_prefix=prefix_of(size, index),
+                             index_config={"index_type": index}, overwrite=True)
     transform = GraphRAGTransform(store=store, llm=None)
     start = time.perf_counter()
     for first in range(0, corpus.n_passages, batch):
@@ -84,7 +91,7 @@ def stored(uri: str, prefix: str) -> bool:
     return found
 
 
-def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
+def measure(uri: str, size: int, adjacency: str, index: str) -> Dict[str, Any]:
     """In this process: the baseline RSS, then retrieval on the corpus in one mode."""
     embed = HashEmbedding(DIM)
     empty = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix="empty_baseline", adjacency=adjacency)
@@ -92,7 +99,7 @@ def measure(uri: str, size: int, adjacency: str) -> Dict[str, Any]:
     empty.close()
     baseline = _rss_mb()
     opened = time.perf_counter()
-    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=f"s{fmt_size(size)}", adjacency=adjacency)
+    store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=prefix_of(size, index), adjacency=adjacency)
     open_s = time.perf_counter() - opened
     retriever = GraphRAGRetriever(store=store, similarity_top_k=10, llm=None)
     texts = questions(make_corpus(size), np.random.default_rng(7), QUESTIONS)
@@ -124,38 +131,56 @@ def main(argv: List[str] | None = None) -> None:
     parser.add_argument("--sizes", default="1e4,1e5,1e6")
     parser.add_argument("--out", default="benchmarks/results/scale_milvus_mode.json")
     parser.add_argument("--data-dir", help="the server's data directory, kept (default: a temporary one)")
-    parser.add_argument("--modes", default="milvus,memory")
-    parser.add_argument("--measure", nargs=3, metavar=("URI", "SIZE", "MODE"), help=argparse.SUPPRESS)
+    parser.add_argument("--modes", default="milvus,memory",
+                        help="adjacency modes, each measured in its own process; one named twice is measured twice")
+    parser.add_argument("--index", default="AUTOINDEX", help="the vector index type of the corpus' collections")
+    parser.add_argument("--measure", nargs=4, metavar=("URI", "SIZE", "MODE", "INDEX"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
-        uri, size, mode = args.measure
-        print("RESULT " + json.dumps(measure(uri, int(float(size)), mode)), flush=True)
+        uri, size, mode, index = args.measure
+        print("RESULT " + json.dumps(measure(uri, int(float(size)), mode, index)), flush=True)
         return
     if not milvus_server.inside():
         sys.exit(milvus_server.rerun_inside(["-m", "benchmarks.scale.on_server", *(argv or sys.argv[1:])]))
     sizes = [int(float(s)) for s in args.sizes.split(",")]
-    report: Dict[str, Any] = {"server": "Milvus 2.3.5 standalone", "questions": QUESTIONS, "dim": DIM, "sizes": {}}
+    report: Dict[str, Any] = {"server": "Milvus 2.3.5 standalone", "index": args.index, "questions": QUESTIONS, "dim": DIM,
+                              "sizes": {}}
+    runs = _run_names(args.modes.split(","))
     with milvus_server.server(args.data_dir) as uri:
         for size in sizes:
-            prefix = f"s{fmt_size(size)}"
-            entry = report["sizes"][str(size)] = {"ingest": "kept" if stored(uri, prefix) else ingest(uri, size)}
+            prefix = prefix_of(size, args.index)
+            entry = report["sizes"][str(size)] = {"ingest": "kept" if stored(uri, prefix) else ingest(uri, size, args.index)}
             entry["settle_s"] = settle(uri, prefix)
-            for mode in args.modes.split(","):
-                done = subprocess.run([sys.executable, "-m", "benchmarks.scale.on_server", "--measure", uri, str(size), mode],
-                                      capture_output=True, text=True, check=False)
+            for run, mode in runs:
+                done = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.scale.on_server", "--measure", uri, str(size), mode, args.index],
+                    capture_output=True, text=True, check=False,
+                )
                 lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-                entry[mode] = json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
-                print(f"{size} {mode}: { {k: v for k, v in entry[mode].items() if k != 'top10'} }", file=sys.stderr, flush=True)
-            tops = [entry[mode].pop("top10", None) for mode in args.modes.split(",")]
-            if len(tops) == 2 and all(tops):
-                entry["top10_identical"] = sum(a == b for a, b in zip(*tops))
-                print(f"{size}: top 10 identical in both modes on {entry['top10_identical']} of {QUESTIONS}", file=sys.stderr, flush=True)
+                entry[run] = json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
+                print(f"{size} {run}: { {k: v for k, v in entry[run].items() if k != 'top10'} }", file=sys.stderr, flush=True)
+            tops = {run: entry[run].pop("top10", None) for run, _ in runs}
+            entry["top10_identical"] = {
+                f"{a} / {b}": sum(x == y for x, y in zip(tops[a], tops[b]))
+                for i, (a, _) in enumerate(runs) for b, _ in runs[i + 1 :] if tops[a] and tops[b]
+            }
+            print(f"{size}: top 10 identical (of {QUESTIONS}): {entry['top10_identical']}", file=sys.stderr, flush=True)
             Path(args.out).write_text(json.dumps(report, indent=1))
     first, last = str(sizes[0]), str(sizes[-1])
     if "p50_ms" in report["sizes"][first].get("milvus", {}) and "p50_ms" in report["sizes"][last].get("milvus", {}):
         report["milvus_p50_ratio_largest_to_smallest"] = round(
             report["sizes"][last]["milvus"]["p50_ms"] / report["sizes"][first]["milvus"]["p50_ms"], 2)
     Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+def _run_names(modes: List[str]) -> List[tuple]:
+    """(run name, mode) for each mode asked: a mode asked again is run again, as "milvus#2"."""
+    seen: Counter = Counter()
+    named = []
+    for mode in modes:
+        seen[mode] += 1
+        named.append((mode if seen[mode] == 1 else f"{mode}#{seen[mode]}", mode))
+    return named
 
 
 if __name__ == "__main__":
