@@ -125,3 +125,20 @@ def test_scoring_many_relations_reads_every_vector_and_gives_the_cached_numbers(
     assert dict(store.collections.calls) == {"query relations": 3}  # three lookups, no search
     expected = search.vectors["relations"].similarity(vector, positions)
     assert [scored[i] for i in ids] == expected.astype(np.float64).tolist()
+
+
+def test_a_seed_search_is_one_milvus_call_and_gives_the_cached_search_numbers(make_store, tmp_path):
+    """Milvus mode's seed searches settle ties by the exact cosines computed from the vectors the search
+    returns: one call each, the same hits and numbers as the in-process search of the default mode."""
+    from llama_index_graphrag_milvus.milvus.search import MilvusSearch
+
+    memory, _ = pair(make_store, tmp_path)
+    remote = MilvusSearch(memory.collections)
+    vector = memory.embed_model.get_query_embedding(EULER_QUESTION)
+    memory.collections.calls.clear()
+    found = {kind: getattr(remote, kind)(vector, 5) for kind in ("relations", "passages")}
+    entities = remote.entities([vector], 5)[0]
+    assert dict(memory.collections.calls) == {"search relations": 1, "search passages": 1, "search entities": 1}
+    assert found["relations"] == memory.backend.search.relations(vector, 5)
+    assert found["passages"] == memory.backend.search.passages(vector, 5)
+    assert entities == memory.backend.search.entities([vector], 5)[0]
