@@ -27,7 +27,7 @@ from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_ll
 from llama_index_graphrag_milvus.llm.mentions import aquestion_mentions, question_mentions
 from llama_index_graphrag_milvus.llm.prompts import NER_PROMPT, RERANK_PROMPT
 from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
-from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet
+from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet, entity_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class GraphRAGRetriever(BaseRetriever):
         return whether the LLM's NER call failed (its rerank is then skipped)."""
         start = time.perf_counter()
         run.mentions, llm_failed = question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
-        vectors = self.store.embed_model.get_text_embedding_batch(run.mentions) if run.mentions else []
+        vectors = _mention_vectors(self.store, run.mentions) if run.mentions else []
         self._search_entities(run, vectors, start)
         return llm_failed
 
@@ -191,7 +191,7 @@ class GraphRAGRetriever(BaseRetriever):
         run.mentions, llm_failed = await aquestion_mentions(
             run.query, self.store.has_entities, self.llm, self.ner_prompt
         )
-        vectors = await self.store.embed_model.aget_text_embedding_batch(run.mentions) if run.mentions else []
+        vectors = await _amention_vectors(self.store, run.mentions) if run.mentions else []
         await asyncio.to_thread(self._search_entities, run, vectors, start)
         return llm_failed
 
@@ -290,6 +290,26 @@ class GraphRAGRetriever(BaseRetriever):
 _Texts = Dict[int, Triplet]
 #: A ranking and the texts of the relations it shows.
 _Ranked = Tuple[Ranking, _Texts]
+
+
+def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
+    """A vector for each name of the question: a stored entity's own when the name is one (by its id),
+    else the embedding model's (one batch for the rest)."""
+    stored = store.entity_vectors([entity_id(m) for m in mentions])
+    rest = [m for m in mentions if entity_id(m) not in stored]
+    return _in_order(mentions, stored, store.embed_model.get_text_embedding_batch(rest) if rest else [])
+
+
+async def _amention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
+    stored = await asyncio.to_thread(store.entity_vectors, [entity_id(m) for m in mentions])
+    rest = [m for m in mentions if entity_id(m) not in stored]
+    return _in_order(mentions, stored, await store.embed_model.aget_text_embedding_batch(rest) if rest else [])
+
+
+def _in_order(mentions: Sequence[str], stored: Dict[int, List[float]], embedded: List[List[float]]) -> List[List[float]]:
+    """The mentions' vectors in order: the stored ones by entity id, the embedded ones in turn."""
+    rest = iter(embedded)
+    return [stored[entity_id(m)] if entity_id(m) in stored else next(rest) for m in mentions]
 
 
 def _at_least(minimum: int, **values: int) -> None:

@@ -223,6 +223,10 @@ class MilvusGraphStore:
         """Known entity names occurring in `text` (longest matches first, non-overlapping)."""
         return known_names(text, self._graph.has_entities)
 
+    def entity_vectors(self, entity_ids: Sequence[int]) -> Dict[int, List[float]]:
+        """The vectors of the stored entities among `entity_ids`, as the entity search compares them."""
+        return self._search.entity_vectors(entity_ids)
+
     def search_entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
         """For each vector, the `top_k` nearest entities."""
         return self._search.entities(vectors, top_k)
@@ -249,10 +253,9 @@ class MilvusGraphStore:
         return self._graph.expand(request)
 
     def linked_passages(self, passage_id: str, hub_fraction: float = 0.02) -> List[str]:
-        """The passages about an entity that `passage_id` names: a passage is about an entity when at
-        least half of its relations name it (its title links' subject, an LLM's triples' main subject).
-        Hubs, the entities stated in more than `hub_fraction` of the passages (and in more than 20), are
-        not followed, as in retrieval's walks."""
+        """The passages about an entity that `passage_id` names (at least half of a passage's relations
+        name its entity: a title link's subject, an LLM's triples' main subject); hubs, the entities stated
+        in more than `hub_fraction` of the passages (and in more than 20), are not followed, as in walks."""
         return self._graph.linked_passages(passage_id, hub_fraction)
 
     def relations_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
@@ -296,3 +299,4 @@ class MilvusGraphStore:
 
 def _to_node(row: Dict[str, Any]) -> BaseNode:
     return metadata_dict_to_node(row, text=row["text"])
+

@@ -142,3 +142,29 @@ def test_a_seed_search_is_one_milvus_call_and_gives_the_cached_search_numbers(ma
     assert found["relations"] == memory.backend.search.relations(vector, 5)
     assert found["passages"] == memory.backend.search.passages(vector, 5)
     assert entities == memory.backend.search.entities([vector], 5)[0]
+
+
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_names_the_store_holds_take_their_stored_vectors(make_store, tmp_path, monkeypatch, adjacency):
+    """A question's known names search with their entity's stored vector: the model embeds only names
+    the store does not hold, and the named entity is found at cosine 1."""
+    from llama_index.core.schema import QueryBundle
+
+    from llama_index_graphrag_milvus.embeddings import HashEmbedding
+    from llama_index_graphrag_milvus.schema import entity_id
+
+    store = make_store(uri=str(tmp_path / f"{adjacency}.db"), adjacency=adjacency)
+    GraphRAGTransform(store=store)(bernoulli_documents())
+    embedded = []
+    original = HashEmbedding._get_text_embeddings
+    monkeypatch.setattr(HashEmbedding, "_get_text_embeddings", lambda self, texts: embedded.extend(texts) or original(self, texts))
+    vector = store.embed_model.get_query_embedding(EULER_QUESTION)
+    run = GraphRAGRetriever(store=store, llm=None).trace(QueryBundle(EULER_QUESTION, embedding=vector))
+    assert run.mentions and embedded == []
+    named = {entity_id(m) for m in run.mentions}
+    assert any(e.id in named and e.score == pytest.approx(1.0, abs=1e-6) for e in run.seed_entities)
+    from llama_index_graphrag_milvus.retriever import _mention_vectors
+
+    vectors = _mention_vectors(store, [run.mentions[0], "Nobody At All", run.mentions[0].upper()])
+    assert embedded == ["Nobody At All"]
+    assert vectors[0] == vectors[2] and vectors[1] == original(store.embed_model, ["Nobody At All"])[0]

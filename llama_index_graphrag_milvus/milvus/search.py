@@ -65,6 +65,9 @@ class VectorSearch(Protocol):
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
         """For each vector, at most `top_k` stored entities with cosine ≥ `threshold`, as {id: cosine}."""
 
+    def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
+        """The vectors of the stored entities among `ids`, as searches compare them."""
+
     def put(self, kind: str, ids: Sequence, vectors: Sequence[Sequence[float]]) -> None:
         """Rows just written (already in the adjacency), so that later searches find them."""
 
@@ -149,6 +152,13 @@ class CachedSearch:
         hits = self.vectors[ENTITIES].within(vectors, threshold, top_k, self.cache.entities.mask())
         return [{ids[p]: s for p, s in zip(pos.tolist(), sc.tolist())} for pos, sc in hits]
 
+    def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
+        ids = np.asarray(list(ids), dtype=np.int64)
+        positions = self.cache.entities.lookup(ids)
+        found = positions >= 0
+        found[found] = self.vectors[ENTITIES].has(positions[found])
+        return dict(zip(ids[found].tolist(), self.vectors[ENTITIES].rows(positions[found]).tolist()))
+
     def put(self, kind: str, ids: Sequence, vectors: Sequence[Sequence[float]]) -> None:
         if not len(ids):
             return
@@ -213,6 +223,10 @@ class MilvusSearch:
 
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
         return similarities(self.collections, PASSAGES, vector, passage_ids)
+
+    def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
+        rows = self.collections.get(ENTITIES, list(dict.fromkeys(ids)), ["id", "embedding"])
+        return {row["id"]: list(row["embedding"]) for row in rows}
 
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
         found: List[Dict[int, float]] = []
