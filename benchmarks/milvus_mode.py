@@ -7,8 +7,6 @@ retrieval latency (question embedded) and Milvus calls of each mode.
 
 The default retriever (`similarity_top_k=10`, `llm=None`). On Lite the store is ingested once per
 dataset into `--db-root` and reused (`--reingest` to redo it); on the server each run ingests afresh.
-An untimed pass over the questions first caches the embeddings of the names they mention (a retrieval
-embeds them), so that neither mode is timed embedding them and the ratio compares the backends.
 """
 
 from __future__ import annotations
@@ -63,9 +61,6 @@ def compare(data: str, uri: str, embed: Any, limit: int, reingest: bool, prefix:
         start = time.perf_counter()
         GraphRAGTransform(store=store, llm=None)(dataset.nodes)
         print(f"{dataset.name}: ingested {store.count()} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    warm = GraphRAGRetriever(store=store, similarity_top_k=10, llm=None)
-    for question, vector in zip(questions, vectors):  # untimed: the mentions' embeddings get cached for both modes
-        warm.retrieve(QueryBundle(question["question"], embedding=vector))
     results = {"memory": run_mode(store, questions, vectors)}
     store.close()
     store = MilvusGraphStore(uri=uri, embed_model=embed, collection_prefix=prefix, adjacency="milvus", **options)

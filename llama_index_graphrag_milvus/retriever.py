@@ -295,21 +295,23 @@ _Ranked = Tuple[Ranking, _Texts]
 def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
     """A vector for each name of the question: a stored entity's own when the name is one (by its id),
     else the embedding model's (one batch for the rest)."""
-    stored = store.entity_vectors([entity_id(m) for m in mentions])
-    rest = [m for m in mentions if entity_id(m) not in stored]
-    return _in_order(mentions, stored, store.embed_model.get_text_embedding_batch(rest) if rest else [])
+    ids = [entity_id(m) for m in mentions]
+    stored = store.entity_vectors(ids)
+    rest = [m for m, i in zip(mentions, ids) if i not in stored]
+    return _in_order(ids, stored, store.embed_model.get_text_embedding_batch(rest) if rest else [])
 
 
 async def _amention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
-    stored = await asyncio.to_thread(store.entity_vectors, [entity_id(m) for m in mentions])
-    rest = [m for m in mentions if entity_id(m) not in stored]
-    return _in_order(mentions, stored, await store.embed_model.aget_text_embedding_batch(rest) if rest else [])
+    ids = [entity_id(m) for m in mentions]
+    stored = await asyncio.to_thread(store.entity_vectors, ids)
+    rest = [m for m, i in zip(mentions, ids) if i not in stored]
+    return _in_order(ids, stored, await store.embed_model.aget_text_embedding_batch(rest) if rest else [])
 
 
-def _in_order(mentions: Sequence[str], stored: Dict[int, List[float]], embedded: List[List[float]]) -> List[List[float]]:
+def _in_order(ids: List[int], stored: Dict[int, List[float]], embedded: List[List[float]]) -> List[List[float]]:
     """The mentions' vectors in order: the stored ones by entity id, the embedded ones in turn."""
     rest = iter(embedded)
-    return [stored[entity_id(m)] if entity_id(m) in stored else next(rest) for m in mentions]
+    return [stored[i] if i in stored else next(rest) for i in ids]
 
 
 def _at_least(minimum: int, **values: int) -> None:

@@ -299,4 +299,3 @@ class MilvusGraphStore:
 
 def _to_node(row: Dict[str, Any]) -> BaseNode:
     return metadata_dict_to_node(row, text=row["text"])
-
