@@ -18,6 +18,9 @@ _SPACE = re.compile(r"\s+")
 
 #: Longest entity name or predicate accepted, in characters; longer ones are skipped as malformed.
 MAX_NAME_LENGTH = 512
+#: The most synonym links an ingest gives a new entity (its entity row holds them); a walk follows no
+#: link of an entity that has more, both ways counted (`graph.walk`).
+MAX_SYNONYMS = 8
 
 
 def normalize_name(name: str) -> str:

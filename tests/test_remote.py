@@ -106,3 +106,40 @@ def test_writes_and_deletes_keep_the_index_equal_to_the_rows(make_store, adjacen
     assert derived == stored
     counts = store.count()
     assert counts["passages"] == 59 and counts["relations"] == len(derived[1])
+
+
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_a_crowded_name_passes_no_synonym_link_in_either_backend(make_store, adjacency):
+    """An entity linked to more than MAX_SYNONYMS others is a crowded region of the embedding space: the
+    walk's synonym step follows none of its links, in memory and by lookups alike, and follows them
+    again once deletes leave it with MAX_SYNONYMS or fewer."""
+    from llama_index_graphrag_milvus.embeddings import HashEmbedding
+    from llama_index_graphrag_milvus.schema import MAX_SYNONYMS, entity_id
+
+    # "Ann X" ~ "Ann Y": cosine 0.5 (dim 1024: no two words share a slot)
+    store = make_store(embed_model=HashEmbedding(1024), synonym_threshold=0.3, adjacency=adjacency)
+    crowd = [f"Ann {w}" for w in ("Bo", "Cy", "Di", "Ed", "Fay", "Gus", "Hal", "Ivo", "Jo", "Kit")]
+    nodes = [TextNode(id_=f"c{i}", text=name, metadata={"triplets": [[name, "lives in", f"Town{i}"]]}) for i, name in enumerate(crowd)]
+    nodes.append(TextNode(id_="pair", text="Lee Orr", metadata={"triplets": [["Lee Orr", "wrote", "Dawn"], ["Orr Lee", "born in", "Orsk"]]}))
+    GraphRAGTransform(store=store)(nodes)
+
+    def synonyms(names):
+        index = AdjacencyIndex(store.collections)
+        links = {name: index.entities([entity_id(name)])[entity_id(name)].synonyms for name in names}
+        by_lookups = MilvusAdjacency(index, store.collections, float("inf"))
+        ids = np.array(sorted(entity_id(n) for n in names), dtype=np.int64)
+        remote = set(by_lookups.synonyms_of(ids).tolist())
+        if adjacency == "memory":
+            cache = store.backend.cache
+            local = GraphAdjacency(cache.snapshot()).synonyms_of(cache.entities.lookup(ids))
+            assert {cache.entities.ids[p] for p in local.tolist()} == remote
+        return links, remote
+
+    links, followed = synonyms([crowd[0], "Lee Orr"])
+    assert len(links[crowd[0]]) > MAX_SYNONYMS and links["Lee Orr"] == {entity_id("Orr Lee")}
+    assert followed == {entity_id("Orr Lee")}  # the crowded name's links are not followed
+    for i in range(2, len(crowd)):  # leaves "Ann Bo" linked to "Ann Cy" alone
+        store.delete(f"c{i}")
+    links, followed = synonyms([crowd[0], "Lee Orr"])
+    assert links[crowd[0]] == {entity_id(crowd[1])}
+    assert followed == {entity_id("Orr Lee"), entity_id(crowd[1])}

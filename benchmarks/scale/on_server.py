@@ -105,14 +105,16 @@ def measure(uri: str, size: int, adjacency: str, index: str) -> Dict[str, Any]:
     texts = questions(make_corpus(size), np.random.default_rng(7), QUESTIONS)
     vectors = [embed.get_query_embedding(t) for t in texts]
     retriever.retrieve(QueryBundle("warm up", embedding=vectors[0]))
-    ms, calls, read, tops = [], Counter(), Counter(), []
+    ms, calls, read, tops, seconds = [], Counter(), Counter(), [], Counter()
     for text, vector in zip(texts, vectors):
         before, read_before = Counter(store.collections.calls), Counter(store.collections.ids_read)
+        seconds_before = Counter(store.collections.seconds)
         start = time.perf_counter()
         tops.append([n.node.node_id for n in retriever.retrieve(QueryBundle(text, embedding=vector))])
         ms.append(1000 * (time.perf_counter() - start))
         calls.update(store.collections.calls - before)
         read.update(store.collections.ids_read - read_before)
+        seconds.update(store.collections.seconds - seconds_before)
     rss = _rss_mb()
     store.close()
     ms.sort()
@@ -122,6 +124,7 @@ def measure(uri: str, size: int, adjacency: str, index: str) -> Dict[str, Any]:
         "calls_per_retrieval": round(sum(calls.values()) / len(texts), 1),
         "calls_by_kind": {k: round(v / len(texts), 2) for k, v in sorted(calls.items())},
         "ids_read_by_primary_key": {k: round(v / len(texts)) for k, v in sorted(read.items())},
+        "ms_by_kind": {k: round(1000 * v / len(texts), 1) for k, v in sorted(seconds.items())},
         "top10": tops,
     }
 

@@ -24,6 +24,7 @@ from llama_index_graphrag_milvus.graph.walk import walk
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, EntityRow
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.search import best_first, similarities
+from llama_index_graphrag_milvus.schema import MAX_SYNONYMS
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -82,9 +83,9 @@ class MilvusAdjacency:
         return _ids(r for relations in self.passage_relations(passages).values() for r in relations)
 
     def synonyms_of(self, entities: np.ndarray) -> np.ndarray:
+        # a first bucket's list of at most MAX_SYNONYMS (< BUCKET) ids is the whole list
         rows = self.entity_rows(entities.tolist())
-        self.entity_rows([i for i, row in rows.items() if row.buckets > 1], whole=True)
-        return _ids(s for i in entities.tolist() if i in self.entities for s in self.entities[i].synonyms)
+        return _ids(s for row in rows.values() if len(row.synonyms) <= MAX_SYNONYMS for s in row.synonyms)
 
 
 class RelationScores:

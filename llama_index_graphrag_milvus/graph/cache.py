@@ -168,6 +168,7 @@ class GraphCache:
         passage_relation = binary_csr(pas, rel, (n_pas, n_rel))
         relation_passage = passage_relation.T.tocsr()
         pairs = np.stack([self._synonym_a.array(), self._synonym_b.array()], axis=1)
+        pairs = pairs[self.entities.mask()[pairs].all(axis=1)] if len(pairs) else pairs  # links of removed entities go
         entity_entity = binary_csr(
             np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]]), (n_ent, n_ent)
         )

@@ -1,7 +1,10 @@
 """The walk of a retrieval, written once for both backends: from the seed entities and relations over the
 entity–relation graph, never through hubs, every hop after the first cut to the relations most similar
 to the question; then the relations of the top dense passages and of the synonyms of the best
-candidates' entities.
+candidates' entities. An entity linked to more than `MAX_SYNONYMS` others (both ways counted) is a
+crowded name, a dense region of the embedding space rather than one thing's aliases: the walk follows
+none of its synonym links. So the synonym step costs at most `MAX_SYNONYMS` entities per source entity,
+however many names a store holds.
 
 It reads the graph through `Adjacency`, over keys that are positions in memory (`GraphAdjacency`, on a
 `Graph` snapshot) and ids in Milvus (`backends.milvus`): whatever the backend, a walk reaches the same
@@ -15,6 +18,7 @@ from typing import Callable, Optional, Protocol, Sequence, Tuple
 import numpy as np
 
 from llama_index_graphrag_milvus.graph.sparse import Graph, difference, neighbours, union, unique
+from llama_index_graphrag_milvus.schema import MAX_SYNONYMS
 
 #: Given relation keys (sorted, distinct), the ones a walk may continue from, best first.
 Cut = Callable[[np.ndarray], np.ndarray]
@@ -39,7 +43,7 @@ class Adjacency(Protocol):
         """The relations these passages state (passage keys: positions in memory, ids in Milvus)."""
 
     def synonyms_of(self, entities: np.ndarray) -> np.ndarray:
-        """The synonyms of these entities."""
+        """The synonyms of those of these entities that have at most `MAX_SYNONYMS`."""
 
 
 class GraphAdjacency:
@@ -67,7 +71,9 @@ class GraphAdjacency:
         return self.graph.relations_of_passages(np.asarray(passages, dtype=np.int64))
 
     def synonyms_of(self, entities: np.ndarray) -> np.ndarray:
-        return unique(neighbours(self.graph.entity_entity, entities))
+        links = self.graph.entity_entity
+        entities = np.asarray(entities, dtype=np.int64)
+        return unique(neighbours(links, entities[np.diff(links.indptr)[entities] <= MAX_SYNONYMS]))
 
 
 def _kept(cut: Cut, relations: np.ndarray) -> np.ndarray:

@@ -25,11 +25,11 @@ from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, plan_adjacency
 from llama_index_graphrag_milvus.ingest.rows import checked_vectors, embed, passage_row
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, MAX_SYNONYMS, PASSAGES, RELATIONS, Collections
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.filters import id_filter
 from llama_index_graphrag_milvus.milvus.search import VectorSearch
 from llama_index_graphrag_milvus.milvus.vectors import unit_rows
-from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id
+from llama_index_graphrag_milvus.schema import MAX_SYNONYMS, Triplet, chunked, passage_id
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ The passages collection is a standard LlamaIndex Milvus collection, opened throu
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -22,7 +23,7 @@ from pymilvus import DataType, MilvusClient
 import llama_index_graphrag_milvus.milvus.lite as lite
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.milvus.filters import id_filter, milvus_literal
-from llama_index_graphrag_milvus.schema import MAX_NAME_LENGTH, chunked
+from llama_index_graphrag_milvus.schema import MAX_NAME_LENGTH, MAX_SYNONYMS, chunked
 from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
 
 logger = logging.getLogger(__name__)
@@ -42,8 +43,6 @@ VECTOR_BATCH = 8192
 _SERVER_PAGE = 16384
 #: Rows per page when a Milvus Lite collection is read whole (each Lite query costs about a scan).
 LITE_PAGE = 100_000
-#: The most synonym links an entity row holds.
-MAX_SYNONYMS = 8
 #: Rows a query returns at most (Milvus caps a query's window at 16,384).
 QUERY_LIMIT = 16384
 
@@ -175,6 +174,7 @@ class Collections:
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
         self.calls: Counter = Counter()  # queries and searches made, by kind (what the benchmarks count)
         self.ids_read: Counter = Counter()  # rows asked for by primary key, by collection kind
+        self.seconds: Counter = Counter()  # time spent in those calls, by kind (the benchmarks' breakdown)
         lite.claim(self._key)
         try:
             if is_local_path(uri):
@@ -262,9 +262,12 @@ class Collections:
         """Rows of `kind` matching `filter` (an expression built by this module's helpers)."""
         kwargs = {} if limit is None else {"limit": limit}
         self.calls[f"query {kind}"] += 1
-        return self.client.query(
+        start = time.perf_counter()
+        rows = self.client.query(
             self.names[kind], filter=filter, output_fields=list(fields), consistency_level=self._consistency_level, **kwargs
         )
+        self.seconds[f"query {kind}"] += time.perf_counter() - start
+        return rows
 
     def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str], batch_size: int = ID_BATCH) -> List[Dict[str, Any]]:
         """The rows of `kind` with the given ids (in no particular order), `batch_size` ids a query."""
@@ -290,6 +293,7 @@ class Collections:
             return [[] for _ in vectors]
         self._flushed(kind)
         self.calls[f"search {kind}"] += 1
+        start = time.perf_counter()
         hits = self.client.search(
             self.names[kind],
             data=[list(map(float, v)) for v in vectors],
@@ -298,6 +302,7 @@ class Collections:
             anns_field="embedding",
             consistency_level=self._consistency_level,
         )
+        self.seconds[f"search {kind}"] += time.perf_counter() - start
         return [[(h["id"], float(h["distance"]), h.get("entity", {})) for h in hit_list] for hit_list in hits]
 
     def pages(self, kind: str, fields: Sequence[str]) -> Iterator[List[Dict[str, Any]]]:
