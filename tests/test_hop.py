@@ -157,3 +157,12 @@ def test_hubs_by_relations_or_by_passages_are_skipped_alike(make_store, adjacenc
                 "midpage": ("Mid is small.", [("Mid", "is", "small"), ("Mid", "has", "legs")])}
     pid = stored(store, passages)
     assert store.linked_passages(pid["namer"]) == [pid["leaf"]]
+
+
+def test_the_hub_limit_is_a_fraction_of_the_store_between_20_and_200_passages():
+    from llama_index_graphrag_milvus.backends import hub_limit
+
+    assert hub_limit(994, 0.02) == 20.0  # HotpotQA: the floor
+    assert hub_limit(6_119, 0.02) == pytest.approx(122.38)  # 2Wiki: the fraction
+    assert hub_limit(170_962, 0.02) == 200.0  # the 10^6-relation synthetic corpus: the cap, not 3,419
+    assert hub_limit(10**8, 1.0) == 200.0  # however large the store or the fraction

@@ -34,7 +34,7 @@ class Expansion:
         with_context: Add the relations of `passages` and the best relations of the synonyms of the
             candidates' entities (what graph rankings use; the similarity order does not).
         synonyms: Follow synonym links (with `with_context`).
-        hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20)
+        hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20; any in more than 200)
             are hubs: walks do not continue through them.
     """
 
@@ -113,10 +113,16 @@ class Topics(Protocol):
         """The passages about any of these entities (sorted ids)."""
 
 
+#: Whatever a store's size, an entity stated in more passages than this is a hub: so what a walk
+#: touches through one entity does not grow with the corpus (no dev set reaches it: 2Wiki's limit is 122).
+HUB_CAP = 200.0
+
+
 def hub_limit(passages: int, fraction: float) -> float:
     """Entities stated in more than this many passages are hubs, in a store of `passages` passages (the
-    one hub rule of both backends: the passages stored now)."""
-    return max(20.0, fraction * passages)
+    one hub rule of both backends: the passages stored now): `fraction` of them, at least 20 and at most
+    `HUB_CAP`."""
+    return min(max(20.0, fraction * passages), HUB_CAP)
 
 
 @dataclass
@@ -166,7 +172,7 @@ class GraphBackend(Protocol):
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
         """The passages about an entity that `passage_id` names (see `graph.topic_links`); hubs are the
-        entities stated in more than `hub_fraction` of the store's passages (and in more than 20)."""
+        entities stated in more than `hub_fraction` of the store's passages (and in more than 20; any in more than 200)."""
 
     def counts(self) -> Dict[str, int]:
         """Rows the adjacency knows of (the cache's, or Milvus' counts)."""
