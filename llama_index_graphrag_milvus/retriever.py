@@ -70,7 +70,7 @@ class GraphRAGRetriever(BaseRetriever):
             the passages, which an `llm`'s choice then lifts passages within.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
         graph_weight: Weight of the chain score against dense similarity ("chain").
-        hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20; any in more than 200)
+        hub_fraction: Entities stated in more than this fraction of the passages (at least 20 passages, at most 200: `hub_limit`)
             are hubs: walks and chains do not continue through them.
         use_synonyms: Follow the store's synonym links between entities (expansion and "chain").
         ner_prompt, rerank_prompt: Replace the prompts (also with `update_prompts`).

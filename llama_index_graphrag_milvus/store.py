@@ -255,7 +255,7 @@ class MilvusGraphStore:
     def linked_passages(self, passage_id: str, hub_fraction: float = 0.02) -> List[str]:
         """The passages about an entity that `passage_id` names (at least half of a passage's relations
         name its entity: a title link's subject, an LLM's triples' main subject); hubs, the entities stated
-        in more than `hub_fraction` of the passages (and in more than 20; any in more than 200), are not followed, as in walks."""
+        in more than `hub_fraction` of the passages (at least 20 passages, at most 200: `hub_limit`), are not followed, as in walks."""
         return self._graph.linked_passages(passage_id, hub_fraction)
 
     def relations_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:

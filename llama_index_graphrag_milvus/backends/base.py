@@ -34,7 +34,7 @@ class Expansion:
         with_context: Add the relations of `passages` and the best relations of the synonyms of the
             candidates' entities (what graph rankings use; the similarity order does not).
         synonyms: Follow synonym links (with `with_context`).
-        hub_fraction: Entities stated in more than this fraction of the passages (and in more than 20; any in more than 200)
+        hub_fraction: Entities stated in more than this fraction of the passages (at least 20 passages, at most 200: `hub_limit`)
             are hubs: walks do not continue through them.
     """
 
@@ -172,7 +172,7 @@ class GraphBackend(Protocol):
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
         """The passages about an entity that `passage_id` names (see `graph.topic_links`); hubs are the
-        entities stated in more than `hub_fraction` of the store's passages (and in more than 20; any in more than 200)."""
+        entities stated in more than `hub_fraction` of the store's passages (at least 20 passages, at most 200: `hub_limit`)."""
 
     def counts(self) -> Dict[str, int]:
         """Rows the adjacency knows of (the cache's, or Milvus' counts)."""

@@ -73,7 +73,8 @@ class GraphAdjacency:
     def synonyms_of(self, entities: np.ndarray) -> np.ndarray:
         links = self.graph.entity_entity
         entities = np.asarray(entities, dtype=np.int64)
-        return unique(neighbours(links, entities[np.diff(links.indptr)[entities] <= MAX_SYNONYMS]))
+        counts = links.indptr[entities + 1] - links.indptr[entities]  # these rows only, not the whole graph
+        return unique(neighbours(links, entities[counts <= MAX_SYNONYMS]))
 
 
 def _kept(cut: Cut, relations: np.ndarray) -> np.ndarray:
