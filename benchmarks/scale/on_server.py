@@ -6,6 +6,7 @@ what is measured); the same store in memory mode beside it.
     python -m benchmarks.scale.on_server --sizes 1e4,1e5,1e6 --out benchmarks/results/scale_milvus_mode.json
     python -m benchmarks.scale.on_server --data-dir /tmp/kept --modes milvus   # again, on the same data
     python -m benchmarks.scale.on_server --index FLAT --modes milvus,memory,milvus  # exact search, run twice
+    python -m benchmarks.scale.on_server --sizes 1e4,1e6 --modes milvus --rounds 5 --data-dir /tmp/kept  # interleaved
 
 Each size is ingested once (memory mode, the default transform), unless `--data-dir` already holds it;
 before it is measured, the server is left to finish building its indexes (no pending index rows: a
@@ -56,7 +57,7 @@ def ingest(uri: str, size: int, index: str, batch: int = 2000) -> Dict[str, Any]
     corpus = make_corpus(size)
     store = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(DIM), collection_prefix=prefix_of(size, index),
                              index_config={"index_type": index}, overwrite=True)
-    transform = GraphRAGTransform(store=store, llm=None)
+    transform = GraphRAGTransform(store=store, llm=None, text_links=False)  # the corpus is its triplets
     start = time.perf_counter()
     for first in range(0, corpus.n_passages, batch):
         transform([corpus.node(p) for p in range(first, min(first + batch, corpus.n_passages))])
@@ -137,6 +138,9 @@ def main(argv: List[str] | None = None) -> None:
     parser.add_argument("--modes", default="milvus,memory",
                         help="adjacency modes, each measured in its own process; one named twice is measured twice")
     parser.add_argument("--index", default="AUTOINDEX", help="the vector index type of the corpus' collections")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure the sizes interleaved this many times in one server session (the ratio of each round, "
+                        "and their median: this shared machine's load moves a single run's p50 by a third)")
     parser.add_argument("--measure", nargs=4, metavar=("URI", "SIZE", "MODE", "INDEX"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
@@ -154,26 +158,54 @@ def main(argv: List[str] | None = None) -> None:
             prefix = prefix_of(size, args.index)
             entry = report["sizes"][str(size)] = {"ingest": "kept" if stored(uri, prefix) else ingest(uri, size, args.index)}
             entry["settle_s"] = settle(uri, prefix)
-            for run, mode in runs:
-                done = subprocess.run(
-                    [sys.executable, "-m", "benchmarks.scale.on_server", "--measure", uri, str(size), mode, args.index],
-                    capture_output=True, text=True, check=False,
-                )
-                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-                entry[run] = json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
-                print(f"{size} {run}: { {k: v for k, v in entry[run].items() if k != 'top10'} }", file=sys.stderr, flush=True)
-            tops = {run: entry[run].pop("top10", None) for run, _ in runs}
-            entry["top10_identical"] = {
-                f"{a} / {b}": sum(x == y for x, y in zip(tops[a], tops[b]))
-                for i, (a, _) in enumerate(runs) for b, _ in runs[i + 1 :] if tops[a] and tops[b]
-            }
+        tops: Dict[tuple, Any] = {}
+        for round_ in range(args.rounds):  # the sizes interleaved: each round measures every size once
+            for size in sizes:
+                entry = report["sizes"][str(size)]
+                for run, mode in runs:
+                    result = _measured(uri, size, mode, args.index)
+                    tops[size, run, round_] = result.pop("top10", None)
+                    if round_ == 0:
+                        entry[run] = result
+                    entry.setdefault("rounds", {}).setdefault(run, []).append(
+                        {k: result.get(k) for k in ("p50_ms", "p90_ms", "calls_per_retrieval", "rss_mb_above_empty_store")})
+                    print(f"{size} {run} round {round_ + 1}: { {k: v for k, v in result.items()} }", file=sys.stderr, flush=True)
+                Path(args.out).write_text(json.dumps(report, indent=1))
+        for size in sizes:
+            entry = report["sizes"][str(size)]
+            entry["top10_identical"] = _identical(tops, size, runs, args.rounds)
             print(f"{size}: top 10 identical (of {QUESTIONS}): {entry['top10_identical']}", file=sys.stderr, flush=True)
-            Path(args.out).write_text(json.dumps(report, indent=1))
     first, last = str(sizes[0]), str(sizes[-1])
-    if "p50_ms" in report["sizes"][first].get("milvus", {}) and "p50_ms" in report["sizes"][last].get("milvus", {}):
-        report["milvus_p50_ratio_largest_to_smallest"] = round(
-            report["sizes"][last]["milvus"]["p50_ms"] / report["sizes"][first]["milvus"]["p50_ms"], 2)
+    rounds = [report["sizes"][size].get("rounds", {}).get("milvus", []) for size in (first, last)]
+    if len(sizes) > 1 and all(rounds) and all("p50_ms" in r and r["p50_ms"] for r in rounds[0] + rounds[1]):
+        ratios = [b["p50_ms"] / a["p50_ms"] for a, b in zip(*rounds)]
+        report["milvus_p50_ratio_largest_to_smallest"] = round(ratios[0], 2)
+        report["milvus_p50_ratio_by_round"] = [round(r, 2) for r in ratios]
+        report["milvus_p50_ratio_median_of_rounds"] = round(statistics.median(ratios), 2)
     Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+def _measured(uri: str, size: int, mode: str, index: str) -> Dict[str, Any]:
+    """`measure` in a fresh process, so that its resident memory is its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scale.on_server", "--measure", uri, str(size), mode, index],
+        capture_output=True, text=True, check=False,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
+
+
+def _identical(tops: Dict[tuple, Any], size: int, runs: List[tuple], rounds: int) -> Dict[str, int]:
+    """Questions whose top 10 agree: between the runs of the first round, and each run between its rounds."""
+    pairs = [((a, 0), (b, 0)) for i, (a, _) in enumerate(runs) for b, _ in runs[i + 1 :]]
+    pairs += [((run, 0), (run, r)) for run, _ in runs for r in range(1, rounds)]
+    found = {}
+    for (a, ra), (b, rb) in pairs:
+        x, y = tops.get((size, a, ra)), tops.get((size, b, rb))
+        if x and y:
+            name = f"{a} / {b}" if ra == rb else f"{a} round 1 / round {rb + 1}"
+            found[name] = sum(p == q for p, q in zip(x, y))
+    return found
 
 
 def _run_names(modes: List[str]) -> List[tuple]:
