@@ -119,11 +119,8 @@ class VectorCache:
             scores = np.dot(unit, vectors[:n].T)
         scores[:, ~live] = -np.inf
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        found = []
-        for row, cols in zip(scores, top):
-            cols = cols[np.argsort(-row[cols], kind="stable")]
-            found.append((cols.astype(np.int64), row[cols].astype(np.float64)))
-        return found
+        # the matrix product picks the rows; their cosines are `cosines`', which every search returns
+        return [_top(cols, cosines(vectors[cols], q), k) for q, cols in zip(unit, top)]
 
     def within(
         self, queries: np.ndarray, threshold: float, k: int, alive: np.ndarray
@@ -163,7 +160,7 @@ class VectorCache:
         found = []
         for start in range(0, len(unit), 256):
             ids = candidates[start : start + 256]
-            scores = np.einsum("qcd,qd->qc", self._vectors[np.maximum(ids, 0)], unit[start : start + 256])
+            scores = np.stack([cosines(self._vectors[np.maximum(row, 0)], q) for row, q in zip(ids, unit[start : start + 256])])
             keep = ids >= 0
             if threshold is not None:
                 keep &= scores >= threshold
