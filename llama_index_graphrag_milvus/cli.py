@@ -211,6 +211,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         prefix=args.prefix,
         chart=not args.no_chart,
         scripted_llms=args.scripted_llms,
+        text_links=not args.no_text_links,
     )
     if len(args.data) == 1:  # --out None: .cache/graphrag-milvus/results/<dataset>.json, untracked
         run_benchmark(args.data[0], args.out, **options)
@@ -273,6 +274,11 @@ def parser() -> argparse.ArgumentParser:
         "--no-triples",
         action="store_true",
         help="ignore triples.jsonl: raw text, graph from the offline extractor (the default without the file)",
+    )
+    evaluate.add_argument(
+        "--no-text-links",
+        action="store_true",
+        help="ingest the given triples alone, without the text's own links (GraphRAGTransform(text_links=False))",
     )
     evaluate.add_argument(
         "--time-ingest", action="store_true", help="time the ingest uncached, against a plain dense ingest"

@@ -81,12 +81,21 @@ _PASSAGES = [
 ]
 
 
+_TITLES = {
+    "bernoulli-jakob": "Jakob Bernoulli",
+    "bernoulli-johann": "Johann Bernoulli",
+    "bernoulli-daniel": "Daniel Bernoulli",
+    "euler": "Leonhard Euler",
+    "basel": "Basel",
+}
+
+
 def bernoulli_documents() -> List[Document]:
     """The corpus as LlamaIndex `Document`s with stable ids and their triplets in metadata (kept out of
     the embedded text and the LLM context: they are data, not text)."""
     return [
         Document(
-            id_=doc_id, text=text, metadata={"title": doc_id, "triplets": triplets},
+            id_=doc_id, text=text, metadata={"title": _TITLES[doc_id], "triplets": triplets},
             excluded_embed_metadata_keys=["triplets"], excluded_llm_metadata_keys=["triplets"],
         )
         for doc_id, text, triplets in _PASSAGES

@@ -20,6 +20,7 @@ from llama_index_graphrag_milvus.ingest.extract import (
     exclude_from_content,
     given_triplets,
 )
+from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
 from llama_index_graphrag_milvus.ingest.extract.given import PENDING_FILTER, PENDING_KEY, is_pending, mark_pending
 from llama_index_graphrag_milvus.ingest.extract.llm import aextract
 from llama_index_graphrag_milvus.llm.guard import guard_of
@@ -46,6 +47,10 @@ class GraphRAGTransform(TransformComponent):
     So a graph is always built; a WARNING per call says how many nodes had no triplets and what was done.
     Nodes that carry triplets never cost an LLM call.
 
+    With `text_links` (the default), every passage also gets its text's links (`CooccurrenceExtractor`:
+    its title to each name it states, names sharing a sentence) beside the triplets it carries or the LLM
+    gave, when written (not in its metadata): triplets state facts, title links what a passage is about.
+
     When the LLM gives no usable answer for a node, the node gets `CooccurrenceExtractor`'s triplets
     instead. When its call failed (an error, no answer within the deadline, or no call at all: after
     repeated failures the LLM's circuit breaker stops calling it for a while, see `llm.guard`), the node
@@ -68,6 +73,7 @@ class GraphRAGTransform(TransformComponent):
         extract_prompt: The extraction prompt (`{text}`, `{max_triplets}`; answers JSON).
         max_triplets_per_node: At most this many triplets are extracted from one node by the LLM.
         num_workers: Concurrent LLM extraction calls.
+        text_links: Add the text's own links to the triplets a passage carries or the LLM gave (see above).
         triplets_key: The metadata key holding given triplets.
         raise_on_error: Raise on a failed extraction instead of logging it.
         show_progress: Show a progress bar for LLM extraction.
@@ -79,6 +85,7 @@ class GraphRAGTransform(TransformComponent):
     extract_prompt: PromptTemplate = Field(default=TRIPLET_EXTRACT_PROMPT)
     max_triplets_per_node: int = 20
     num_workers: int = 4
+    text_links: bool = True
     triplets_key: str = TRIPLETS_KEY
     raise_on_error: bool = False
     show_progress: bool = False
@@ -121,8 +128,8 @@ class GraphRAGTransform(TransformComponent):
 
     @property
     def built(self) -> Dict[str, Dict[str, Any]]:
-        """How the graph was built so far: for each source ("given triplets", the extractor's name, or
-        "LLM"), the passages and triplets it gave."""
+        """How the graph was built so far: for each source ("given triplets", the extractor's name, "LLM",
+        or "text links"), the passages and triplets it gave."""
         return {source: dict(counts) for source, counts in self._built.items()}
 
     def _source(self) -> str:
@@ -150,8 +157,9 @@ class GraphRAGTransform(TransformComponent):
         elif todo:
             extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, todo, extractor([nodes[i] for i in todo]))
-        self._report(nodes, triplets, todo, fallback)
-        self._write(nodes, [t or [] for t in triplets])
+        linked = self._with_text_links(nodes, triplets, todo, fallback)
+        self._report(nodes, triplets, linked, todo, fallback)
+        self._write(nodes, linked)
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
@@ -162,8 +170,9 @@ class GraphRAGTransform(TransformComponent):
         elif todo:
             extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, todo, await extractor.acall([nodes[i] for i in todo]))
-        self._report(nodes, triplets, todo, fallback)
-        await asyncio.to_thread(self._write, nodes, [t or [] for t in triplets])
+        linked = await asyncio.to_thread(self._with_text_links, nodes, triplets, todo, fallback)
+        self._report(nodes, triplets, linked, todo, fallback)
+        await asyncio.to_thread(self._write, nodes, linked)
         return nodes
 
     def _given(self, nodes: Sequence[BaseNode]) -> List[Optional[List[Triplet]]]:
@@ -178,6 +187,18 @@ class GraphRAGTransform(TransformComponent):
                     node.metadata.pop(self.triplets_key, None)
             triplets.append(given_triplets(node, self.triplets_key))
         return triplets
+
+    def _with_text_links(
+        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], fallback: List[int]
+    ) -> List[List[Triplet]]:
+        """Each node's triplets, then (with `text_links`) its text's links that they do not state yet; the
+        nodes whose triplets `CooccurrenceExtractor` gave are left as they are."""
+        if not self.text_links:
+            return [list(t or []) for t in triplets]
+        plain = self.extractor is None or isinstance(self.extractor, CooccurrenceExtractor)
+        linked, added = with_text_links(nodes, triplets, skip=set(fallback if self.extracts_with_llm else todo if plain else ()))
+        _count(self._built, "text links", [new for new in added if new])
+        return linked
 
     def _write(self, nodes: Sequence[BaseNode], triplets: List[List[Triplet]]) -> None:
         stale = _stale_marks(self.store, nodes, triplets)
@@ -203,22 +224,17 @@ class GraphRAGTransform(TransformComponent):
             nodes[i].metadata[self.triplets_key] = as_metadata(triplets[i])
 
     def _report(
-        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], fallback: List[int]
+        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], linked: List[List[Triplet]],
+        todo: List[int], fallback: List[int],
     ) -> None:
+        """Count what each source gave (`built`); when some nodes carried no triplets, one WARNING."""
         done, instead = set(todo), set(fallback)
-        for source, rows in (
-            ("given triplets", [t for i, t in enumerate(triplets) if i not in done]),
-            (self._source(), [triplets[i] for i in todo if i not in instead]),
-            (CooccurrenceExtractor.class_name(), [triplets[i] for i in fallback]),
-        ):
-            if rows:
-                counts = self._built.setdefault(source, {"passages": 0, "triplets": 0})
-                counts["passages"] += len(rows)
-                counts["triplets"] += sum(len(t or []) for t in rows)
+        _count(self._built, "given triplets", [t for i, t in enumerate(triplets) if i not in done])
+        _count(self._built, self._source(), [triplets[i] for i in todo if i not in instead])
+        _count(self._built, CooccurrenceExtractor.class_name(), [triplets[i] for i in fallback])
         if not todo:
             return
         extracted = sum(len(triplets[i] or []) for i in todo if i not in instead)
-        empty = sum(not triplets[i] for i in todo if i not in instead)
         if self.extractor is not None:
             how = f"; extracted {extracted} triplets with the given extractor {self._source()}"
         elif self.llm is not None:
@@ -228,13 +244,9 @@ class GraphRAGTransform(TransformComponent):
                 f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
                 "co-occur in a sentence; pass llm= or extractor=, or set Settings.llm, for better triplets)"
             )
-        logger.warning(
-            "%d of %d nodes carry no triplets%s%s.",
-            len(todo),
-            len(nodes),
-            how,
-            f"; {empty} of them gave none and are stored as passages only" if empty else "",
-        )
+        empty = sum(not linked[i] for i in todo)
+        logger.warning("%d of %d nodes carry no triplets%s%s.", len(todo), len(nodes), how,
+                       f"; {empty} of them gave none and are stored as passages only" if empty else "")
 
     async def _extract_missing(
         self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]]
@@ -270,6 +282,14 @@ class GraphRAGTransform(TransformComponent):
             extractor = CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, fallback, await asyncio.to_thread(extractor, [nodes[i] for i in fallback]))
         return triplets, fallback
+
+
+def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[List[Triplet]]]) -> None:
+    """Add the passages and triplets a source gave to `built`."""
+    if rows:
+        counts = built.setdefault(source, {"passages": 0, "triplets": 0})
+        counts["passages"] += len(rows)
+        counts["triplets"] += sum(len(t or []) for t in rows)
 
 
 def count_pending(store: MilvusGraphStore) -> int:

@@ -10,7 +10,7 @@ from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, 
 
 from conftest import graph_llm
 
-CHAIN = ["studied under", "son of"]  # the hops the scripted LLM picks, in order
+CHAIN = ["leonhard Euler studied under Johann Bernoulli", "Daniel Bernoulli son of Johann Bernoulli"]  # the hops the scripted LLM picks, in order
 
 
 def ingest(make_store, minilm):
@@ -49,7 +49,7 @@ def test_passages_come_back_as_the_ingested_nodes_with_their_relations(make_stor
     euler, daniel = run.nodes
     assert euler.node.ref_doc_id == "euler" and daniel.node.ref_doc_id == ANSWER_DOC_ID
     assert daniel.node.text.startswith("Daniel Bernoulli (1700-1782) was the son of Johann Bernoulli.")
-    assert daniel.node.metadata["title"] == ANSWER_DOC_ID
+    assert daniel.node.metadata["title"] == "Daniel Bernoulli"
     assert daniel.node.metadata["graphrag_relations"] == ["Daniel Bernoulli —[son of]→ Johann Bernoulli"]
     assert euler.score > daniel.score
     # provenance and triplets stay out of what the answering LLM reads

@@ -20,7 +20,7 @@ from llama_index_graphrag_milvus.schema import normalize_name
 from conftest import graph_llm
 
 PNG = b"\x89PNG\r\n\x1a\n"
-CHAIN = ["studied under", "son of"]
+CHAIN = ["leonhard Euler studied under Johann Bernoulli", "Daniel Bernoulli son of Johann Bernoulli"]
 CHOSEN_RED = "#d62728"
 
 

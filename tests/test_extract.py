@@ -7,6 +7,7 @@ from llama_index.core.schema import TextNode, TransformComponent
 
 from llama_index_graphrag_milvus import CooccurrenceExtractor, GraphRAGRetriever, GraphRAGTransform
 from llama_index_graphrag_milvus.examples import bernoulli_documents
+from llama_index_graphrag_milvus.schema import passage_id
 
 SENTENCES = (
     "The Journal of Mathematical Physics is a peer-reviewed journal published monthly by the American "
@@ -136,19 +137,42 @@ def test_a_users_extractor_is_used_for_nodes_without_triplets(make_store):
     transform([given, plain])
     assert plain.metadata["triplets"] == [["Acme", "builds", "Rockets"]]
     assert given.metadata["triplets"] == [["Globex", "sells", "Widgets"]]  # not passed to the extractor
-    assert store.count() == {"entities": 4, "relations": 2, "passages": 2}
-    assert set(transform.built) == {"given triplets", "KGLike"}
+    # and the text's own link "Acme —[builds rockets in]→ Texas"
+    assert store.count() == {"entities": 5, "relations": 3, "passages": 2}
+    assert transform.built == {"given triplets": {"passages": 1, "triplets": 1}, "KGLike": {"passages": 1, "triplets": 1},
+                               "text links": {"passages": 1, "triplets": 1}}
 
 
-def test_the_default_extractor_is_not_used_when_triplets_are_given(make_store, caplog):
+def test_given_triplets_are_kept_whole_and_the_texts_own_links_join_them(make_store, caplog):
     store = make_store()
     documents = bernoulli_documents()
     with caplog.at_level(logging.WARNING, logger="llama_index_graphrag_milvus.transform"):
         transform = GraphRAGTransform(store=store)
         transform(documents)
-    assert not [r for r in caplog.records if r.name.endswith("transform")]
-    assert store.count()["relations"] == 22  # the given triplets only
+    assert not [r for r in caplog.records if r.name.endswith("transform")]  # nothing was missing
+    assert transform.built == {"given triplets": {"passages": 5, "triplets": 22}, "text links": {"passages": 5, "triplets": 24}}
+    assert store.count()["relations"] == 22 + 24
+    daniel = documents[2]
+    given = bernoulli_documents()[2].metadata["triplets"]  # as the example gives them
+    (relations,) = store.backend.passage_relations([passage_id(daniel.id_, daniel.text)]).values()
+    stated = {(t.subject, t.predicate, t.object) for t in store.describe(sorted(relations)).values()}
+    assert {tuple(t) for t in given} < stated  # every given triplet, and the text's links beside them:
+    assert {("Daniel Bernoulli", "the son of", "Johann Bernoulli"), ("Hydrodynamica", "he stated", "Bernoulli"),
+            ("Daniel Bernoulli", "including the St … paradox", "Petersburg")} < stated  # its title to the names
+    assert len(stated) == 5 + 5
+    assert daniel.metadata["triplets"] == given  # the node's metadata is left as given
+
+
+def test_text_links_false_writes_the_given_triplets_alone(make_store):
+    store = make_store()
+    transform = GraphRAGTransform(store=store, text_links=False)
+    transform(bernoulli_documents())
+    assert store.count() == {"entities": 21, "relations": 22, "passages": 5}
     assert set(transform.built) == {"given triplets"}
+    GraphRAGTransform(store=store)(bernoulli_documents())  # the same passages again, now with their text's links
+    assert store.count() == {"entities": 27, "relations": 46, "passages": 5}
+    GraphRAGTransform(store=store)(bernoulli_documents())  # idempotent
+    assert store.count() == {"entities": 27, "relations": 46, "passages": 5}
 
 
 async def test_async_ingest_extracts_too(make_store):

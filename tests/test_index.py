@@ -57,7 +57,7 @@ def test_from_documents_builds_the_graph_and_retrieves_offline(index):
 
 
 def test_query_engine_answers_from_the_graph_retrieved_passages(index):
-    llm = graph_llm(mentions=["Euler"], chosen=["studied under", "son of"])
+    llm = graph_llm(mentions=["Euler"], chosen=["leonhard Euler studied under Johann Bernoulli", "Daniel Bernoulli son of Johann Bernoulli"])
 
     response = index.as_query_engine(llm=llm).query(EULER_QUESTION)
 
@@ -74,7 +74,7 @@ def test_query_engine_with_no_llm_returns_the_passages_offline(index, caplog):
     response = engine.query("What did Daniel Bernoulli write?")
 
     assert len(response.source_nodes) == 3 and doc_ids(response.source_nodes)[0] == ANSWER_DOC_ID
-    assert str(response).startswith("title: bernoulli-daniel\n\nDaniel Bernoulli (1700-1782)")  # the passages
+    assert str(response).startswith("title: Daniel Bernoulli\n\nDaniel Bernoulli (1700-1782)")  # the passages
     assert "without a synthesized answer" in caplog.text
     silent = index.as_query_engine(response_mode="no_text").query("Who taught Euler?")
     assert not silent.response and silent.source_nodes

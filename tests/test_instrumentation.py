@@ -112,7 +112,7 @@ def test_one_retrieval_sends_one_event_per_step_in_order(store, handlers):
 
 async def test_async_retrieval_with_an_llm_sends_the_same_events(store, handlers):
     collected, spans = handlers
-    llm = graph_llm(mentions=["Euler"], chosen=["studied under", "son of"])
+    llm = graph_llm(mentions=["Euler"], chosen=["leonhard Euler studied under Johann Bernoulli", "Daniel Bernoulli son of Johann Bernoulli"])
     retriever = GraphRAGRetriever(store=store, llm=llm, similarity_top_k=2)
 
     run = await retriever.atrace(EULER_QUESTION)

@@ -264,6 +264,11 @@ def by_llm(document: Document) -> List[List[str]]:
     return llm_triplets("Passage:\n" + document.text)
 
 
+def with_text_links(document: Document) -> List[List[str]]:
+    """What the store holds for a passage the LLM extracted: its triplets and its text's own links."""
+    return sorted(by_llm(document) + [t for t in cooccurrence(document) if t not in by_llm(document)])
+
+
 def steps(store: MilvusGraphStore, llm: OpenAI) -> list:
     return [SentenceSplitter(), GraphRAGTransform(store=store, llm=llm, num_workers=1)]
 
@@ -299,8 +304,10 @@ def test_an_ingest_with_the_llm_down_builds_the_no_llm_graph_and_a_refresh_compl
     assert stub.calls == ["extraction"] * 5
     graph = stored(store, documents)
     for i, doc in enumerate(documents):
-        expected = by_llm(doc) if i < 2 else cooccurrence(doc)
-        assert graph[doc.doc_id] == {"pending": i >= 2, "triplets": expected, "relations": expected}
+        if i < 2:
+            assert graph[doc.doc_id] == {"pending": False, "triplets": by_llm(doc), "relations": with_text_links(doc)}
+        else:
+            assert graph[doc.doc_id] == {"pending": True, "triplets": cooccurrence(doc), "relations": cooccurrence(doc)}
         assert cooccurrence(doc), "every passage has a no-LLM graph"
     assert count_pending(store) == 6
     assert "the LLM call failed for 6, kept pending" in caplog.text
@@ -316,8 +323,8 @@ def test_an_ingest_with_the_llm_down_builds_the_no_llm_graph_and_a_refresh_compl
     assert stub.calls == ["extraction"] * 11  # exactly the 6 pending passages
     graph = stored(store, documents)
     for doc in documents:
-        assert graph[doc.doc_id] == {"pending": False, "triplets": by_llm(doc), "relations": by_llm(doc)}
-    assert count_pending(store) == 0 and store.count()["relations"] == 8
+        assert graph[doc.doc_id] == {"pending": False, "triplets": by_llm(doc), "relations": with_text_links(doc)}
+    assert count_pending(store) == 0 and store.count()["relations"] == sum(len(with_text_links(d)) for d in documents)
     assert index.refresh_ref_docs(documents) == [False] * 8 and len(stub.calls) == 11  # nothing left to do
     store.close()
     assert "pending_extraction" not in stats(uri, capsys)
@@ -357,7 +364,7 @@ def test_ingesting_the_same_nodes_again_extracts_only_the_pending_ones(make_stor
     assert stub.calls == ["extraction"] * 6  # the 3 pending nodes only
     assert count_pending(store) == 0 and all(n.metadata[PENDING_KEY] is False for n in nodes)
     graph = stored(store, documents)
-    assert all(graph[d.doc_id]["relations"] == by_llm(d) for d in documents)
+    assert all(graph[d.doc_id]["relations"] == with_text_links(d) for d in documents)
     ingest(nodes)
     assert len(stub.calls) == 6  # they carry the LLM's triplets now
 

@@ -69,8 +69,9 @@ def test_the_default_is_settings_llm_and_extracts_the_triplets(settings_llm, mak
     assert index.llm is settings_llm and index.transform.llm is settings_llm
     assert kinds(settings_llm.prompts) == ["extract"] * 5  # one call per node without triplets
     assert store.describe([Triplet("Daniel Bernoulli", "appears in", "Basel").id])
-    assert store.count()["relations"] == 5
-    assert index.transform.built == {"LLM": {"passages": 5, "triplets": 5}}
+    built = index.transform.built
+    assert built["LLM"] == {"passages": 5, "triplets": 5} and set(built) == {"LLM", "text links"}
+    assert store.count()["relations"] == 5 + built["text links"]["triplets"]  # and the text's own links
 
     settings_llm.prompts.clear()
     assert index.as_retriever().llm is settings_llm

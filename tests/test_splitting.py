@@ -36,8 +36,9 @@ def test_the_splitter_counts_triplets_as_metadata_text_unless_they_are_excluded(
 def test_a_pipeline_with_exclude_triplets_first_ingests_a_document_with_100_triplets(make_store):
     store = make_store()
     pipeline = IngestionPipeline(
-        transformations=[ExcludeTriplets(), SentenceSplitter(), GraphRAGTransform(store=store)], disable_cache=True
-    )
+        transformations=[ExcludeTriplets(), SentenceSplitter(), GraphRAGTransform(store=store, text_links=False)],
+        disable_cache=True,
+    )  # text_links=False: the counts are the given triplets'; the text's links are tested in test_extract.py
     nodes = pipeline.run(documents=[many_triplets_document()])
     for node in nodes:
         assert_no_triplets_in_content(node)
@@ -56,7 +57,8 @@ def test_documents_built_with_the_exclusion_split_too():
 def test_graph_rag_index_excludes_the_triplets_itself(make_store):
     store = make_store()
     index = GraphRAGIndex.from_documents(
-        [many_triplets_document()], store=store, transformations=[SentenceSplitter()]
+        [many_triplets_document()], store=store,
+        transformations=[SentenceSplitter(), GraphRAGTransform(store=store, text_links=False)],  # the given triplets alone
     )
     assert store.count()["relations"] == N
     more = " ".join(f"Sailor{i:03d} crossed the sea Wave{i:03d}." for i in range(N))
@@ -73,7 +75,8 @@ def test_graph_rag_index_excludes_the_triplets_itself(make_store):
 def test_each_chunk_of_a_split_document_keeps_the_triplets_it_names(make_store):
     store = make_store()
     index = GraphRAGIndex.from_documents(
-        [many_triplets_document()], store=store, transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=0)]
+        [many_triplets_document()], store=store,
+        transformations=[SentenceSplitter(chunk_size=128, chunk_overlap=0), GraphRAGTransform(store=store, text_links=False)],
     )
     chunks = IngestionPipeline(transformations=index.transformations[:-1], disable_cache=True).run(
         documents=[many_triplets_document(excluded_embed_metadata_keys=["triplets"],

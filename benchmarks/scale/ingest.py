@@ -38,7 +38,7 @@ def _transform_batches(
     store: MilvusGraphStore, corpus: Corpus, node_batch: int, budget_s: float
 ) -> Dict[str, Any]:
     """Feed the corpus to the transform batch by batch, until done or past `budget_s` seconds."""
-    transform = GraphRAGTransform(store=store)
+    transform = GraphRAGTransform(store=store, text_links=False)  # the corpus is its triplets
     secs: List[float] = []
     rels: List[int] = []
     node_s = 0.0
@@ -182,7 +182,7 @@ def profile_ingest(corpus: Corpus, path: Path, node_batch: int, batch_size: int,
     remove_db(path)
     store = open_store(path, overwrite=True, batch_size=batch_size)
     batches = [[corpus.node(p) for p in batch] for batch in _batches(corpus, node_batch)]
-    transform = GraphRAGTransform(store=store)
+    transform = GraphRAGTransform(store=store, text_links=False)  # the corpus is its triplets
     profiler = cProfile.Profile()
     try:
         profiler.enable()

@@ -86,6 +86,7 @@ def run_benchmark(
     prefix: str = "bench",
     progress: Optional[bool] = None,
     scripted_llms: bool = False,
+    text_links: bool = True,
 ) -> Dict[str, Any]:
     """Ingest `data`, then measure dense retrieval and each Graph RAG configuration in `methods`
     (name → `GraphRAGRetriever` keyword arguments). Writes JSON to `out` (default:
@@ -98,7 +99,9 @@ def run_benchmark(
     plain dense ingest of the same passages (embed, write to Milvus) is timed first, in the same run,
     for the ratio. With `scripted_llms`, the default retriever is also measured with scripted LLMs
     (`bench.scripted`: an oracle, 3 random picks, garbage), and the ceiling of the LLM path is reported:
-    the share of gold passages that some candidate relation states. Progress bars go to stderr when `progress` is True, or (None) when it is a terminal.
+    the share of gold passages that some candidate relation states. `text_links=False` ingests the given
+    triples without the text's own links (`GraphRAGTransform(text_links=...)`). Progress bars go to
+    stderr when `progress` is True, or (None) when it is a terminal.
     """
     from llama_index_graphrag_milvus import MilvusGraphStore
 
@@ -117,7 +120,7 @@ def run_benchmark(
     counting = Counting(embed_model if time_ingest else cached)
     store = MilvusGraphStore(uri=uri or str(cache_dir / f"{dataset.name}.db"), embed_model=counting, collection_prefix=prefix, overwrite=True)
     try:
-        built, ingest_s = _ingestshown(store, dataset, extractor, counting, progress, log)
+        built, ingest_s = _ingestshown(store, dataset, extractor, counting, progress, log, text_links)
         if time_ingest:
             ingest.update(graph_ingest_s=round(ingest_s, 2), ratio=round(ingest_s / ingest["dense_ingest_s"], 2))
         store.embed_model = cached
@@ -144,37 +147,41 @@ def run_benchmark(
 
 
 def _ingestshown(
-    store: Any, dataset: Dataset, extractor: Any, counting: "Counting", progress: Optional[bool], log: Callable[[str], None]
+    store: Any, dataset: Dataset, extractor: Any, counting: "Counting", progress: Optional[bool], log: Callable[[str], None],
+    text_links: bool = True,
 ) -> tuple:
     """`_ingest`, with a progress bar counting the texts embedded."""
-    with progress_bar(progress, total=_texts_to_embed(dataset.nodes), desc="Ingesting (embedding)", unit="text") as bar:
+    with progress_bar(progress, total=_texts_to_embed(dataset.nodes, text_links), desc="Ingesting (embedding)", unit="text") as bar:
         counting.count_on(bar)
-        built, seconds = _ingest(store, dataset, extractor)
+        built, seconds = _ingest(store, dataset, extractor, text_links)
     counting.count_on(None)
     log(f"ingested {store.count()} in {seconds:.1f}s; built from {built}")
     return built, seconds
 
 
-def _texts_to_embed(nodes: Sequence[TextNode]) -> Optional[int]:
+def _texts_to_embed(nodes: Sequence[TextNode], text_links: bool = True) -> Optional[int]:
     """What an ingest into an empty store embeds: the distinct entity names, relations and passages;
     None (unknown) when some node has no triplets yet (the extractor finds them during the ingest)."""
+    from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor
+
     if not all("triplets" in n.metadata for n in nodes):
         return None
+    extractor = CooccurrenceExtractor()
     entities, relations = set(), set()
     for node in nodes:
-        for t in parse_triplets(node.metadata["triplets"])[0]:
+        for t in parse_triplets(node.metadata["triplets"])[0] + (extractor.extract_node(node) if text_links else []):
             relations.add(t.id)
             entities.update((t.subject_id, t.object_id))
     passages = {passage_id(n.ref_doc_id or n.node_id, n.text) for n in nodes if n.text.strip()}
     return len(entities) + len(relations) + len(passages)
 
 
-def _ingest(store: Any, dataset: Dataset, extractor: Any) -> tuple:
+def _ingest(store: Any, dataset: Dataset, extractor: Any, text_links: bool = True) -> tuple:
     """Ingest the passages through the public API; how the graph was built, and the seconds it took."""
     from llama_index_graphrag_milvus import GraphRAGTransform
 
     start = time.perf_counter()
-    transform = GraphRAGTransform(store=store, llm=None, extractor=extractor)  # never Settings.llm here
+    transform = GraphRAGTransform(store=store, llm=None, extractor=extractor, text_links=text_links)  # never Settings.llm
     transform(dataset.nodes)
     return transform.built, time.perf_counter() - start
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from heapq import heapify, heappop, heappush
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
@@ -52,6 +52,20 @@ _MONTHS = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt ft inc ltd co corp vs no gen col lt sgt rev prof est approx".split())
+
+
+def with_text_links(
+    nodes: Sequence[BaseNode], triplets: Sequence[Optional[List[Triplet]]], skip: Collection[int] = ()
+) -> Tuple[List[List[Triplet]], List[List[Triplet]]]:
+    """Each node's triplets followed by the links `CooccurrenceExtractor()` finds in its text that they do
+    not state yet (nodes at `skip` as they are); and the links added to each node not skipped."""
+    extractor, linked, added = CooccurrenceExtractor(), [list(t or []) for t in triplets], []
+    for i, node in enumerate(nodes):
+        if i not in skip:
+            stated = {t.id for t in linked[i]}
+            added.append([t for t in extractor.extract_node(node) if t.id not in stated])
+            linked[i] += added[-1]
+    return linked, added
 
 
 def _sentences(text: str) -> List[Tuple[int, int]]:
@@ -129,11 +143,14 @@ class CooccurrenceExtractor(TransformComponent):
         for node in nodes:
             if given_triplets(node, self.triplets_key) is not None:
                 continue
-            title = node.metadata.get("title")
-            text = node.get_content(metadata_mode=MetadataMode.NONE)
-            node.metadata[self.triplets_key] = as_metadata(self.extract(text, title if isinstance(title, str) else None))
+            node.metadata[self.triplets_key] = as_metadata(self.extract_node(node))
             exclude_from_content(node, self.triplets_key)
         return nodes
+
+    def extract_node(self, node: BaseNode) -> List[Triplet]:
+        """The triplets of a node's text (its topic: `metadata["title"]`, else a short first line)."""
+        title = node.metadata.get("title")
+        return self.extract(node.get_content(metadata_mode=MetadataMode.NONE), title if isinstance(title, str) else None)
 
     # entities ------------------------------------------------------------------------------------
     def entities(self, sentence: str) -> List[Tuple[str, int, int]]:
