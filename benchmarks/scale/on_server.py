@@ -196,14 +196,15 @@ def _measured(uri: str, size: int, mode: str, index: str) -> Dict[str, Any]:
 
 
 def _identical(tops: Dict[tuple, Any], size: int, runs: List[tuple], rounds: int) -> Dict[str, int]:
-    """Questions whose top 10 agree: between the runs of the first round, and each run between its rounds."""
+    """Questions whose top 10 agree: between the runs of the first round, and each run between a round and
+    the next (on a server's approximate index the first run after a start can differ from later ones)."""
     pairs = [((a, 0), (b, 0)) for i, (a, _) in enumerate(runs) for b, _ in runs[i + 1 :]]
-    pairs += [((run, 0), (run, r)) for run, _ in runs for r in range(1, rounds)]
+    pairs += [((run, r - 1), (run, r)) for run, _ in runs for r in range(1, rounds)]
     found = {}
     for (a, ra), (b, rb) in pairs:
         x, y = tops.get((size, a, ra)), tops.get((size, b, rb))
         if x and y:
-            name = f"{a} / {b}" if ra == rb else f"{a} round 1 / round {rb + 1}"
+            name = f"{a} / {b}" if ra == rb else f"{a} round {ra + 1} / round {rb + 1}"
             found[name] = sum(p == q for p, q in zip(x, y))
     return found
 
