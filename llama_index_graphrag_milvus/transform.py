@@ -56,7 +56,8 @@ class GraphRAGTransform(TransformComponent):
     repeated failures the LLM's circuit breaker stops calling it for a while, see `llm.guard`), the node
     is also marked pending (`metadata["graphrag_pending_extraction"]`, stored with the passage in Milvus):
     the next ingest of it, or `GraphRAGIndex.refresh_ref_docs`, asks the LLM again, and its triplets then
-    replace the co-occurrence ones. `count_pending(store)` counts the pending passages. While the LLM is
+    replace the co-occurrence ones in its metadata (with `text_links`, the text's links stay beside them
+    in the graph). `count_pending(store)` counts the pending passages. While the LLM is
     not known to answer (its first call in the process, or after a failure), one extraction call goes
     first, alone: in an outage it is the only call made.
 
@@ -196,7 +197,9 @@ class GraphRAGTransform(TransformComponent):
         if not self.text_links:
             return [list(t or []) for t in triplets]
         plain = self.extractor is None or isinstance(self.extractor, CooccurrenceExtractor)
-        linked, added = with_text_links(nodes, triplets, skip=set(fallback if self.extracts_with_llm else todo if plain else ()))
+        skip = set(fallback if self.extracts_with_llm else todo if plain else ())
+        own = self.extractor if isinstance(self.extractor, CooccurrenceExtractor) else None  # as configured
+        linked, added = with_text_links(nodes, triplets, skip, own)
         _count(self._built, "text links", [new for new in added if new])
         return linked
 
@@ -244,7 +247,7 @@ class GraphRAGTransform(TransformComponent):
                 f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
                 "co-occur in a sentence; pass llm= or extractor=, or set Settings.llm, for better triplets)"
             )
-        empty = sum(not linked[i] for i in todo)
+        empty = sum(not linked[i] for i in todo if i not in instead)
         logger.warning("%d of %d nodes carry no triplets%s%s.", len(todo), len(nodes), how,
                        f"; {empty} of them gave none and are stored as passages only" if empty else "")
 

@@ -179,3 +179,24 @@ async def test_async_ingest_extracts_too(make_store):
     store = make_store()
     await GraphRAGTransform(store=store).acall([TextNode(id_="a", text="Alice Smith moved to Berlin.")])
     assert store.count()["relations"] == 1
+
+
+def test_text_links_follow_the_transforms_own_extractor_so_a_second_ingest_changes_nothing(make_store):
+    store = make_store()
+    nodes = [TextNode(id_=d.id_, text=d.text, metadata={"title": d.metadata["title"]}) for d in bernoulli_documents()]
+    transform = GraphRAGTransform(store=store, extractor=CooccurrenceExtractor(link_title=False, max_relations_per_node=2))
+    transform(nodes)  # the extractor's triplets now sit in the nodes' metadata, as given ones
+    first = store.count()
+    transform(nodes)  # so the text links are the same extractor's, which state nothing new
+    assert store.count() == first == {"entities": 10, "relations": 6, "passages": 5}
+
+
+def test_text_links_take_a_passages_title_from_its_metadata_and_guess_none():
+    from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
+
+    chunk = TextNode(text="Royal Society, where Isaac Newton\npresided, heard Edmond Halley speak in London.")
+    titled = TextNode(text=chunk.text, metadata={"title": "Royal Society"})
+    _, (untitled_links, titled_links) = with_text_links([chunk, titled], [[], []])
+    assert "Royal Society, where Isaac Newton" not in names(untitled_links)  # a wrapped line, not a title
+    assert {t.subject for t in titled_links} >= {"Royal Society"}  # the title links its passage's names
+    assert names(untitled_links) <= names(titled_links)

@@ -55,15 +55,21 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt ft inc ltd co corp vs no ge
 
 
 def with_text_links(
-    nodes: Sequence[BaseNode], triplets: Sequence[Optional[List[Triplet]]], skip: Collection[int] = ()
+    nodes: Sequence[BaseNode],
+    triplets: Sequence[Optional[List[Triplet]]],
+    skip: Collection[int] = (),
+    extractor: Optional["CooccurrenceExtractor"] = None,
 ) -> Tuple[List[List[Triplet]], List[List[Triplet]]]:
-    """Each node's triplets followed by the links `CooccurrenceExtractor()` finds in its text that they do
-    not state yet (nodes at `skip` as they are); and the links added to each node not skipped."""
-    extractor, linked, added = CooccurrenceExtractor(), [list(t or []) for t in triplets], []
+    """Each node's triplets followed by the links `extractor` (default: `CooccurrenceExtractor()`) finds
+    in its text that they do not state yet (nodes at `skip` as they are); and the links added to each
+    node not skipped. A node's topic is its `metadata["title"]` alone: no title is guessed from its first
+    line, which in a chunk of a longer text is rarely one."""
+    extractor = extractor or CooccurrenceExtractor()
+    linked, added = [list(t or []) for t in triplets], []
     for i, node in enumerate(nodes):
         if i not in skip:
             stated = {t.id for t in linked[i]}
-            added.append([t for t in extractor.extract_node(node) if t.id not in stated])
+            added.append([t for t in extractor.extract_node(node, guess_title=False) if t.id not in stated])
             linked[i] += added[-1]
     return linked, added
 
@@ -147,10 +153,13 @@ class CooccurrenceExtractor(TransformComponent):
             exclude_from_content(node, self.triplets_key)
         return nodes
 
-    def extract_node(self, node: BaseNode) -> List[Triplet]:
-        """The triplets of a node's text (its topic: `metadata["title"]`, else a short first line)."""
+    def extract_node(self, node: BaseNode, guess_title: bool = True) -> List[Triplet]:
+        """The triplets of a node's text (its topic: `metadata["title"]`, else, with `guess_title`, a short
+        first line)."""
         title = node.metadata.get("title")
-        return self.extract(node.get_content(metadata_mode=MetadataMode.NONE), title if isinstance(title, str) else None)
+        if not isinstance(title, str):
+            title = None if guess_title else ""
+        return self.extract(node.get_content(metadata_mode=MetadataMode.NONE), title)
 
     # entities ------------------------------------------------------------------------------------
     def entities(self, sentence: str) -> List[Tuple[str, int, int]]:
