@@ -192,13 +192,11 @@ class GraphRAGTransform(TransformComponent):
     def _with_text_links(
         self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], fallback: List[int]
     ) -> List[List[Triplet]]:
-        """Each node's triplets, then (with `text_links`) its text's links that they do not state yet; the
-        nodes whose triplets `CooccurrenceExtractor` gave are left as they are."""
+        """Each node's triplets, then (`text_links`) its text's links, except where CooccurrenceExtractor gave them."""
         if not self.text_links:
             return [list(t or []) for t in triplets]
-        plain = self.extractor is None or isinstance(self.extractor, CooccurrenceExtractor)
-        skip = set(fallback if self.extracts_with_llm else todo if plain else ())
         own = self.extractor if isinstance(self.extractor, CooccurrenceExtractor) else None  # as configured
+        skip = set(fallback if self.extracts_with_llm else todo if own is not None or self.extractor is None else ())
         linked, added = with_text_links(nodes, triplets, skip, own)
         _count(self._built, "text links", [new for new in added if new])
         return linked
