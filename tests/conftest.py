@@ -15,11 +15,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.pop("OPENAI_API_KEY", None)
 
+import llama_index.core
 from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 
 from llama_index_graphrag_milvus import MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import HashEmbedding, local_embed_model
+
+# The OpenAI client loads its model's tokenizer itself, outside llama-index-core's bundled tiktoken cache,
+# and tiktoken would then download it: point tiktoken at that cache (it holds gpt-3.5-turbo's cl100k_base),
+# so that no test depends on another having loaded the tokenizer first.
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "tiktoken_cache"))
 
 
 class ScriptedLLM(CustomLLM):
