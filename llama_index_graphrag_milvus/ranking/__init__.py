@@ -11,8 +11,9 @@
 - `FusedRanker` (the default): reciprocal rank fusion of PPR, chain, hop and topic.
 - `SimilarityRanker`: the notebook's order: the passages of the most similar relations, then dense.
 - `LLMRanker`: an LLM picks relations among the best of another ranker (`base`, default fused), in a
-  one-shot chain-of-thought prompt answered in JSON; its pick joins the fusion in the hop's place. An
-  unusable answer gives exactly the base ranking.
+  one-shot chain-of-thought prompt answered in JSON; a pick the graph confirms as a chain leads, any
+  other joins the fusion beside the base's rankings (`llm_trust`). An unusable answer gives the base
+  ranking.
 
 A user can pass any object with `name`, `needs_context` and `rank` (and optionally `arank`).
 
