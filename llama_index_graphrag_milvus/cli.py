@@ -88,7 +88,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     with _store(args) as store:
         nodes = SentenceSplitter().get_nodes_from_documents(documents, show_progress=len(documents) > 1)
         # the graph step in batches, so that the bar follows the passages (extraction, embedding, writes)
-        transform = GraphRAGTransform(store=store, llm=llm)
+        transform = GraphRAGTransform(store=store, llm=llm, text_links=not args.no_text_links)
         # the transform warns once per batch about nodes without triplets: one summary below instead
         transform_log = logging.getLogger("llama_index_graphrag_milvus.transform")
         level = transform_log.level
@@ -245,6 +245,9 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="+")
     ingest.add_argument("--openai", action="store_true", help="extract triplets with OpenAI where none are given")
     ingest.add_argument("--openai-model", default="gpt-4o-mini")
+    ingest.add_argument(
+        "--no-text-links", action="store_true", help="write the given triplets alone, without the text's own links"
+    )
     query = command("query", "Retrieve passages and the relation chains that chose them.", cmd_query)
     query.add_argument("question")
     query.add_argument("--top-k", type=int, default=5)

@@ -36,6 +36,12 @@ def test_ingest_then_query_prints_passages_with_their_relation_chains(passages, 
     assert sum(line.startswith("     via ") for line in lines) >= 2
 
 
+def test_ingest_with_no_text_links_writes_the_given_triplets_alone(passages, tmp_path, capsys):
+    main(["ingest", str(passages), "--uri", str(tmp_path / "alone.db"), "--no-text-links"])
+    out, _ = capsys.readouterr()
+    assert json.loads(out) == {"entities": 21, "relations": 22, "passages": 5}  # the 22 given triplets
+
+
 def run_cli(*args, cwd):
     return subprocess.run(
         [sys.executable, "-m", "llama_index_graphrag_milvus.cli", *args],
