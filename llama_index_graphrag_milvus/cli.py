@@ -245,9 +245,7 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("paths", nargs="+")
     ingest.add_argument("--openai", action="store_true", help="extract triplets with OpenAI where none are given")
     ingest.add_argument("--openai-model", default="gpt-4o-mini")
-    ingest.add_argument(
-        "--no-text-links", action="store_true", help="write the given triplets alone, without the text's own links"
-    )
+    ingest.add_argument("--no-text-links", action="store_true", help="the given triplets alone, without the text's links")
     query = command("query", "Retrieve passages and the relation chains that chose them.", cmd_query)
     query.add_argument("question")
     query.add_argument("--top-k", type=int, default=5)
