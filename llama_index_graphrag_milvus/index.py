@@ -188,9 +188,9 @@ class GraphRAGIndex:
         included, count too). Unchanged documents are left alone: nothing is embedded or written, except
         their pending passages (those holding the no-LLM extractor's triplets because the LLM call
         failed), which alone are extracted again when the graph step has an LLM; their new triplets
-        replace the old (the text's links, with `text_links`, stay beside them). A changed document is deleted (`store.delete`) and its new passages written. The
-        steps before the graph write run on every document to compare (cheap for a splitter; a KG
-        extractor there runs too).
+        replace the old (the text's links, with `text_links`, stay beside them). A changed document is
+        deleted (`store.delete`) and its new passages written. The steps before the graph write run on
+        every document to compare (cheap for a splitter; a KG extractor there runs too).
         """
         nodes_of = self._split(documents)
         states = [self._stored_state(doc, nodes_of.get(doc.doc_id, [])) for doc in documents]

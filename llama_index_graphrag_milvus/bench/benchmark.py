@@ -162,16 +162,17 @@ def _ingestshown(
 def _texts_to_embed(nodes: Sequence[TextNode], text_links: bool = True) -> Optional[int]:
     """What an ingest into an empty store embeds: the distinct entity names, relations and passages;
     None (unknown) when some node has no triplets yet (the extractor finds them during the ingest)."""
-    from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor
+    from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
 
     if not all("triplets" in n.metadata for n in nodes):
         return None
-    extractor = CooccurrenceExtractor()
+    triplets = [parse_triplets(n.metadata["triplets"])[0] for n in nodes]
+    if text_links:  # the links the transform adds, as it adds them
+        triplets = with_text_links(nodes, triplets)[0]
     entities, relations = set(), set()
-    for node in nodes:
-        for t in parse_triplets(node.metadata["triplets"])[0] + (extractor.extract_node(node) if text_links else []):
-            relations.add(t.id)
-            entities.update((t.subject_id, t.object_id))
+    for t in (t for node_triplets in triplets for t in node_triplets):
+        relations.add(t.id)
+        entities.update((t.subject_id, t.object_id))
     passages = {passage_id(n.ref_doc_id or n.node_id, n.text) for n in nodes if n.text.strip()}
     return len(entities) + len(relations) + len(passages)
 
