@@ -1,10 +1,11 @@
 """`MilvusGraph`: no adjacency in memory; a retrieval reads the rows it touches, by primary key.
 
 For graphs larger than one process's memory. The walk is `graph.walk`'s, over ids: `MilvusAdjacency`
-reads each entity's and relation's row of the adjacency index (`milvus/adjacency.py`) once per retrieval,
-a batch of ids a lookup, so a hop costs one lookup of the rows it touches, whatever the size of the
-collections; the hub rule reads the entities' passage counts from the same rows. Every cut by similarity
-is one Milvus search scoring the relations in question (`RelationScores`). The neighbourhood the rankers
+reads each entity's row of the adjacency index (`milvus/adjacency.py`) once per retrieval, a batch of
+ids a lookup, so a hop costs one lookup of the rows it touches, whatever the size of the collections;
+the hub rule reads the entities' passage counts from the same rows. A relation's two entities and its
+vector come from its own row, read once (`RelationRows`): every cut by similarity scores the relations
+not read yet, and a hop from relations reads the ends of those not read yet. The neighbourhood the rankers
 read is built from the candidates' rows, with the store's own passage counts, so that every ranking
 means what it means in memory. Writes need nothing of this backend but lookups: the writer plans them
 from Milvus' rows.
@@ -13,7 +14,7 @@ from Milvus' rows.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -22,8 +23,8 @@ from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.graph.sparse import ABOUT_SHARE
 from llama_index_graphrag_milvus.graph.walk import walk
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, EntityRow
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
-from llama_index_graphrag_milvus.milvus.search import best_first, similarities
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
+from llama_index_graphrag_milvus.milvus.search import best_first, cosines_to
 from llama_index_graphrag_milvus.schema import MAX_SYNONYMS
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -33,15 +34,48 @@ def _ids(values: Iterable[int]) -> np.ndarray:
     return np.array(sorted(set(values)), dtype=np.int64)
 
 
-class MilvusAdjacency:
-    """`graph.walk.Adjacency` over ids, from the adjacency index: each row is read once per retrieval
-    (the first bucket; the rest only when a walk needs an entity's every relation)."""
+class RelationRows:
+    """The relations one retrieval touches, each row read from the relations collection once: its two
+    entities, and its cosine to the question when there is one (computed here as the in-process cache
+    computes it: float32 unit vectors, so both backends give the same numbers). A cut scores the
+    relations not read yet, then keeps the best."""
 
-    def __init__(self, index: AdjacencyIndex, collections: Collections, hub_passages: float) -> None:
+    def __init__(self, collections: Collections, vector: Optional[Sequence[float]] = None) -> None:
+        self.collections, self.vector = collections, vector
+        self.asked: Set[int] = set()
+        self.ends: Dict[int, Tuple[int, int]] = {}
+        self.scores: Dict[int, float] = {}
+
+    def read(self, ids: np.ndarray) -> None:
+        missing = [i for i in ids.tolist() if i not in self.asked]
+        if not missing:
+            return
+        self.asked.update(missing)
+        scored = self.vector is not None
+        fields = ["id", "subject_id", "object_id", *(["embedding"] if scored else [])]
+        rows = self.collections.get(RELATIONS, missing, fields, **({"batch_size": VECTOR_BATCH} if scored else {}))
+        self.ends.update((row["id"], (int(row["subject_id"]), int(row["object_id"]))) for row in rows)
+        if scored:
+            self.scores.update(zip((row["id"] for row in rows), cosines_to(self.vector, [row["embedding"] for row in rows])))
+
+    def best(self, ids: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
+        self.read(ids)
+        kept = np.array([i for i in ids.tolist() if i in self.scores], dtype=np.int64)
+        return best_first(kept, np.array([self.scores[i] for i in kept.tolist()]), top_k, kept)
+
+
+class MilvusAdjacency:
+    """`graph.walk.Adjacency` over ids: each entity's row of the adjacency index is read once per
+    retrieval (the first bucket; the rest only when a walk needs an entity's every relation), each
+    relation's row through `relations`."""
+
+    def __init__(
+        self, index: AdjacencyIndex, collections: Collections, hub_passages: float, relations: Optional[RelationRows] = None
+    ) -> None:
         self.index, self.collections, self.hub_passages = index, collections, hub_passages
+        self.relations = relations if relations is not None else RelationRows(collections)
         self.entities: Dict[int, EntityRow] = {}
         self.whole: Set[int] = set()  # entities whose every bucket is read
-        self.ends: Dict[int, Tuple[int, int]] = {}
         self.passages: Dict[str, Set[int]] = {}  # passage id -> the relations it states
 
     def entity_rows(self, ids: Iterable[int], whole: bool = False) -> Dict[int, EntityRow]:
@@ -62,10 +96,9 @@ class MilvusAdjacency:
         return _ids(r for row in self.entity_rows(entities.tolist(), whole=True).values() for r in row.relations)
 
     def entities_of_relations(self, relations: np.ndarray) -> np.ndarray:
-        missing = [r for r in relations.tolist() if r not in self.ends]
-        if missing:
-            self.ends.update((r, (row.subject, row.object)) for r, row in self.index.relations(missing, passages=False).items())
-        return _ids(e for r in relations.tolist() if r in self.ends for e in self.ends[r])
+        self.relations.read(relations)
+        ends = self.relations.ends
+        return _ids(e for r in relations.tolist() if r in ends for e in ends[r])
 
     def walkable(self, entities: np.ndarray) -> np.ndarray:
         rows = self.entity_rows(entities.tolist())
@@ -86,24 +119,6 @@ class MilvusAdjacency:
         # a first bucket's list of at most MAX_SYNONYMS (< BUCKET) ids is the whole list
         rows = self.entity_rows(entities.tolist())
         return _ids(s for row in rows.values() if len(row.synonyms) <= MAX_SYNONYMS for s in row.synonyms)
-
-
-class RelationScores:
-    """The question's cosine to relations, asked of Milvus once per relation (`search.similarities`): a
-    cut scores the relations not scored yet, then keeps the best."""
-
-    def __init__(self, collections: Collections, vector: Sequence[float]) -> None:
-        self.collections, self.vector = collections, vector
-        self.scores: Dict[int, float] = {}
-
-    def score(self, ids: np.ndarray) -> None:
-        missing = [i for i in ids.tolist() if i not in self.scores]
-        self.scores.update(similarities(self.collections, RELATIONS, self.vector, missing))
-
-    def best(self, ids: np.ndarray, top_k: int) -> Tuple[np.ndarray, np.ndarray]:
-        self.score(ids)
-        kept = np.array([i for i in ids.tolist() if i in self.scores], dtype=np.int64)
-        return best_first(kept, np.array([self.scores[i] for i in kept.tolist()]), top_k, kept)
 
 
 class MilvusTopics:
@@ -187,13 +202,13 @@ class MilvusGraph:
         """The walk (`graph.walk`) by lookups, every step cut by one Milvus search; then the candidates'
         neighbourhood as the rankers read it."""
         hubs = self.hub_passages(request.hub_fraction)
-        adjacency = MilvusAdjacency(self.index, self.collections, hubs)
-        scores = RelationScores(self.collections, request.vector)
+        relations = RelationRows(self.collections, request.vector)
+        adjacency = MilvusAdjacency(self.index, self.collections, hubs, relations)
         reached, touched = walk(
             adjacency, list(request.entities), list(request.relations), list(request.passages), request.degree,
-            lambda ids: scores.best(ids, request.cap)[0], request.with_context, request.synonyms, scores.score,
+            lambda ids: relations.best(ids, request.cap)[0], request.with_context, request.synonyms, relations.read,
         )
-        ids, similarities = scores.best(reached, request.cap)
+        ids, similarities = relations.best(reached, request.cap)
         local = self._neighbourhood(adjacency, ids)
         graph = local.snapshot()
         counts = np.zeros(graph.shape[0], dtype=np.int64)

@@ -30,10 +30,10 @@ def similarities(collections: Collections, kind: str, vector: Sequence[float], i
     if not ids:
         return {}
     rows = collections.get(kind, ids, ["id", "embedding"], batch_size=VECTOR_BATCH)
-    return dict(zip((row["id"] for row in rows), _cosines(vector, [row["embedding"] for row in rows])))
+    return dict(zip((row["id"] for row in rows), cosines_to(vector, [row["embedding"] for row in rows])))
 
 
-def _cosines(vector: Sequence[float], embeddings: List[Sequence[float]]) -> List[float]:
+def cosines_to(vector: Sequence[float], embeddings: List[Sequence[float]]) -> List[float]:
     """The cosine of `vector` with each embedding, as the in-process cache computes it."""
     if not embeddings:
         return []
@@ -195,7 +195,7 @@ class MilvusSearch:
         rows = {i: row for hits in found for i, _, row in hits}
         settled = []
         for vector, hits in zip(vectors, found):
-            exact = _cosines(vector, [row["embedding"] for _, _, row in hits])
+            exact = cosines_to(vector, [row["embedding"] for _, _, row in hits])
             settled.append(_settled([i for i, _, _ in hits], np.array(exact), top_k))
         return settled, rows
 
