@@ -204,6 +204,8 @@ class MilvusGraph:
         hubs = self.hub_passages(request.hub_fraction)
         relations = RelationRows(self.collections, request.vector)
         adjacency = MilvusAdjacency(self.index, self.collections, hubs, relations)
+        # the relations both walks start from (the seeds and the seed entities' own), read in one lookup
+        relations.read(np.union1d(_ids(request.relations), adjacency.relations_of_entities(_ids(request.entities))))
         reached, touched = walk(
             adjacency, list(request.entities), list(request.relations), list(request.passages), request.degree,
             lambda ids: relations.best(ids, request.cap)[0], request.with_context, request.synonyms, relations.read,
