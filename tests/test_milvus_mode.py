@@ -99,6 +99,26 @@ def test_both_modes_give_the_same_top_10_on_a_dev_slice_question_by_question(mak
             assert memory.count()["passages"] == len(sample.nodes) - 2
 
 
+def test_a_retrieval_reads_each_relation_once_with_its_ends_and_vector(make_store, tmp_path, monkeypatch):
+    """Milvus mode reads a relation's two entities with its vector, from the relation's own row, once a
+    retrieval; the adjacency index's relation rows are read only for the candidates' passages."""
+    _, milvus = pair(make_store, tmp_path)
+    reads = []
+    get = milvus.collections.get
+
+    def logged(kind, ids, fields, **kwargs):
+        reads.append((kind, list(ids), tuple(fields)))
+        return get(kind, ids, fields, **kwargs)
+
+    monkeypatch.setattr(milvus.collections, "get", logged)
+    run = GraphRAGRetriever(store=milvus, llm=None, expansion_degree=2, similarity_top_k=3).trace(EULER_QUESTION)
+    walked = [i for kind, ids, fields in reads if kind == "relations" and "subject_id" in fields for i in ids]
+    assert len(walked) > 10 and len(walked) == len(set(walked))
+    assert {c.id for c in run.candidates} <= set(walked)
+    relation_rows = [key for kind, ids, _ in reads if kind == "adjacency" for key in ids if key.startswith("r")]
+    assert sorted(relation_rows) == sorted(f"r{c.id}" for c in run.candidates)
+
+
 def test_scoring_many_relations_reads_every_vector_and_gives_the_cached_numbers(make_store, tmp_path, monkeypatch):
     """A cut over 2,500 relations, read 1,000 ids a query: each is scored, with the cosine the in-process
     cache computes, to the bit, and without a filtered search (on a server's graph index such a search
