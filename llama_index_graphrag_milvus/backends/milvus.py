@@ -199,8 +199,8 @@ class MilvusGraph:
         return MilvusTopics(adjacency).linked(passage_id)
 
     def expand(self, request: Expansion) -> Neighbourhood:
-        """The walk (`graph.walk`) by lookups, every step cut by one Milvus search; then the candidates'
-        neighbourhood as the rankers read it."""
+        """The walk (`graph.walk`) by lookups, every step cut by the similarity of the relations' vectors
+        (read by key, `RelationRows`); then the candidates' neighbourhood as the rankers read it."""
         hubs = self.hub_passages(request.hub_fraction)
         relations = RelationRows(self.collections, request.vector)
         adjacency = MilvusAdjacency(self.index, self.collections, hubs, relations)

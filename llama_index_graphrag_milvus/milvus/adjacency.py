@@ -101,13 +101,13 @@ class AdjacencyIndex:
             )
         return found
 
-    def relations(self, ids: Iterable[int], passages: bool = True) -> Dict[int, RelationRow]:
-        """The stored relations' rows, with their passages (whole) unless `passages=False`."""
+    def relations(self, ids: Iterable[int]) -> Dict[int, RelationRow]:
+        """The stored relations' rows, with their passages (whole)."""
         ids = list(dict.fromkeys(int(i) for i in ids))
-        fields = ["subject_id", "object_id", *(["passage_ids"] if passages else [])]
+        fields = ["subject_id", "object_id", "passage_ids"]
         first = self._rows([relation_key(i) for i in ids], fields)
         found: Dict[int, RelationRow] = {}
-        for i, rows in self._all_buckets(first, relation_key, ids, fields, passages).items():
+        for i, rows in self._all_buckets(first, relation_key, ids, fields, True).items():
             found[i] = RelationRow(
                 int(rows[0]["subject_id"]), int(rows[0]["object_id"]),
                 {p for row in rows for p in row.get("passage_ids") or []}, int(rows[0]["buckets"]),
