@@ -23,7 +23,7 @@ from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.graph.sparse import ABOUT_SHARE
 from llama_index_graphrag_milvus.graph.walk import walk
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, EntityRow
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, ID_BATCH, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
 from llama_index_graphrag_milvus.milvus.search import best_first, cosines_to
 from llama_index_graphrag_milvus.schema import MAX_SYNONYMS
 
@@ -53,7 +53,7 @@ class RelationRows:
         self.asked.update(missing)
         scored = self.vector is not None
         fields = ["id", "subject_id", "object_id", *(["embedding"] if scored else [])]
-        rows = self.collections.get(RELATIONS, missing, fields, **({"batch_size": VECTOR_BATCH} if scored else {}))
+        rows = self.collections.get(RELATIONS, missing, fields, batch_size=VECTOR_BATCH if scored else ID_BATCH)
         self.ends.update((row["id"], (int(row["subject_id"]), int(row["object_id"]))) for row in rows)
         if scored:
             self.scores.update(zip((row["id"] for row in rows), cosines_to(self.vector, [row["embedding"] for row in rows])))
