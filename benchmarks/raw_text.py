@@ -47,7 +47,19 @@ NAMES = {
     "names": {},
     "names_cap12": {"max_relations_per_node": 12},
 }
-GRIDS = {"extractor": (GRID, RESULTS / "raw_text_grid.json"), "names": (NAMES, RESULTS / "issue13" / "names_grid.json")}
+#: Session 34 (the default ranking of issue 21, three sets): how many relations a passage keeps. More
+#: links reach more gold passages of a question (measured before building: MuSiQue's gold passages
+#: connected by a shared name in 34 → 40 of 60 questions at 12, HotpotQA 46 → 48, 2Wiki 67 → 71).
+CAPS = {
+    "cap8": {},
+    "cap12": {"max_relations_per_node": 12},
+    "cap16_2": {"max_relations_per_sentence": 2, "max_relations_per_node": 16},
+    "cap6": {"max_relations_per_node": 6},
+    "title_only": {"max_relations_per_sentence": 0},
+}
+GRIDS = {"extractor": (GRID, RESULTS / "raw_text_grid.json"), "names": (NAMES, RESULTS / "issue13" / "names_grid.json"),
+         "caps": (CAPS, RESULTS / "issue21" / "caps_grid.json")}
+DATASETS = {"caps": {**DATA, "wiki2": "/work/shared/data/wiki2"}}  # grids on other sets than DATA
 METHODS = {"graphrag": {}}  # the default retriever only (run_benchmark adds similarity_top_k=10)
 
 
@@ -55,7 +67,7 @@ def grid(names=None, which: str = "extractor") -> None:
     configs, path = GRIDS[which]
     done = json.loads(path.read_text()) if path.exists() else {}
     for config in names or configs:
-        for dataset, directory in DATA.items():
+        for dataset, directory in DATASETS.get(which, DATA).items():
             if f"{config}/{dataset}" in done:
                 continue
             report = run_benchmark(
@@ -75,31 +87,35 @@ def grid(names=None, which: str = "extractor") -> None:
             path.write_text(json.dumps(done, indent=1))
 
 
-def cv(folds: int = 5, seed: int = 0, which: str = "extractor") -> dict:
-    """Leave-one-fold-out choice of the config (objective: mean gain in R@2 and R@5 over dense, both
-    datasets); returns the held-out per-question gains and which config each fold chose."""
+def cv(folds: int = 5, seed: int = 0, which: str = "extractor", splits: int = 1) -> dict:
+    """Leave-one-fold-out choice of the config (objective: mean gain in R@2 and R@5 over dense, over the
+    grid's datasets pooled; folds drawn within each set); returns the held-out per-question gains (with
+    `splits` > 1, each question's held-out gain averaged over that many random fold draws) and which
+    config each fold chose."""
     grid_configs, path = GRIDS[which]
+    data = DATASETS.get(which, DATA)
     done = json.loads(path.read_text())
-    configs = [c for c in grid_configs if all(f"{c}/{d}" in done for d in DATA)]
-    rng = np.random.default_rng(seed)
-    fold_of = {d: rng.permutation(len(done[f"{configs[0]}/{d}"]["per_question"]["dense"]["recall@2"])) % folds
-               for d in DATA}
+    configs = [c for c in grid_configs if all(f"{c}/{d}" in done for d in data)]
 
     def gain(config, dataset, k):
         pq = done[f"{config}/{dataset}"]["per_question"]
         return np.array(pq["graphrag"][f"recall@{k}"]) - np.array(pq["dense"][f"recall@{k}"])
 
-    chosen, held = [], {d: {k: np.zeros(len(f)) for k in KS} for d, f in fold_of.items()}
-    for f in range(folds):
-        def train_score(config, f=f):
-            return np.mean([gain(config, d, k)[fold_of[d] != f].mean() for d in DATA for k in (2, 5)])
-        best = max(configs, key=lambda c: (round(train_score(c), 3), -list(grid_configs).index(c)))
-        chosen.append(best)
-        for d in DATA:
-            for k in KS:
-                held[d][k][fold_of[d] == f] = gain(best, d, k)[fold_of[d] == f]
-    out = {"folds": folds, "chosen_per_fold": chosen, "held_out": {}}
-    for d in DATA:
+    sizes = {d: len(done[f"{configs[0]}/{d}"]["per_question"]["dense"]["recall@2"]) for d in data}
+    chosen, held = [], {d: {k: np.zeros(n) for k in KS} for d, n in sizes.items()}
+    for split in range(splits):
+        rng = np.random.default_rng(seed + split)
+        fold_of = {d: rng.permutation(n) % folds for d, n in sizes.items()}
+        for f in range(folds):
+            def train_score(config, f=f, fold_of=fold_of):
+                return np.mean([gain(config, d, k)[fold_of[d] != f].mean() for d in data for k in (2, 5)])
+            best = max(configs, key=lambda c: (round(train_score(c), 3), -list(grid_configs).index(c)))
+            chosen.append(best)
+            for d in data:
+                for k in KS:
+                    held[d][k][fold_of[d] == f] += gain(best, d, k)[fold_of[d] == f] / splits
+    out = {"folds": folds, "splits": splits, "chosen_per_fold": chosen, "held_out": {}}
+    for d in data:
         zeros = [{k: 0.0 for k in KS} for _ in held[d][2]]
         as_rows = [{k: float(held[d][k][i]) for k in KS} for i in range(len(held[d][2]))]
         out["held_out"][d] = paired_difference(as_rows, zeros)
@@ -162,6 +178,8 @@ if __name__ == "__main__":
         grid(sys.argv[2:] or None)
     elif command == "names-grid":
         grid(sys.argv[2:] or None, which="names")
+    elif command in ("caps-grid", "caps-cv"):
+        grid(sys.argv[2:] or None, which="caps") if command == "caps-grid" else print(json.dumps(cv(which="caps", splits=10), indent=1))
     elif command == "names-cv":
         print(json.dumps(cv(which="names"), indent=1))
     elif command == "ratio":
