@@ -3,6 +3,7 @@
     python -m benchmarks.raw_text grid      # every config on both datasets (cached embeddings)
     python -m benchmarks.raw_text final     # the chosen config, with ingest timed against plain dense
     python -m benchmarks.raw_text names-grid; python -m benchmarks.raw_text names-cv   # session 5's
+    python -m benchmarks.raw_text caps-grid; python -m benchmarks.raw_text caps-cv     # session 34's, 3 sets
 
 Each config is ingested through the public API (raw `TextNode`s: title + newline + text, no metadata;
 `GraphRAGTransform(store, extractor=CooccurrenceExtractor(**config))`) and measured with the default
