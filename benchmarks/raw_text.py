@@ -89,14 +89,19 @@ def grid(names=None, which: str = "extractor") -> None:
 
 
 def cv(folds: int = 5, seed: int = 0, which: str = "extractor", splits: int = 1) -> dict:
-    """Leave-one-fold-out choice of the config (objective: mean gain in R@2 and R@5 over dense, over the
-    grid's datasets pooled; folds drawn within each set); returns the held-out per-question gains (with
-    `splits` > 1, each question's held-out gain averaged over that many random fold draws) and which
-    config each fold chose."""
+    """`pooled_cv` of the `which` grid's configs on its datasets."""
     grid_configs, path = GRIDS[which]
-    data = DATASETS.get(which, DATA)
-    done = json.loads(path.read_text())
-    configs = [c for c in grid_configs if all(f"{c}/{d}" in done for d in data)]
+    return pooled_cv(json.loads(path.read_text()), list(grid_configs), list(DATASETS.get(which, DATA)), folds, seed, splits)
+
+
+def pooled_cv(done: dict, configs: list, data: list, folds: int = 5, seed: int = 0, splits: int = 1) -> dict:
+    """Leave-one-fold-out choice of the config (objective: mean gain in R@2 and R@5 over dense, over the
+    datasets `data` pooled; folds drawn within each set; ties go to the config listed first); returns the
+    held-out per-question gains (with `splits` > 1, each question's held-out gain averaged over that many
+    random fold draws) and which config each fold chose. `done["<config>/<dataset>"]["per_question"]`
+    holds the per-question recalls of "dense" and "graphrag"."""
+    order = list(configs)
+    configs = [c for c in order if all(f"{c}/{d}" in done for d in data)]
 
     def gain(config, dataset, k):
         pq = done[f"{config}/{dataset}"]["per_question"]
@@ -110,7 +115,7 @@ def cv(folds: int = 5, seed: int = 0, which: str = "extractor", splits: int = 1)
         for f in range(folds):
             def train_score(config, f=f, fold_of=fold_of):
                 return np.mean([gain(config, d, k)[fold_of[d] != f].mean() for d in data for k in (2, 5)])
-            best = max(configs, key=lambda c: (round(train_score(c), 3), -list(grid_configs).index(c)))
+            best = max(configs, key=lambda c: (round(train_score(c), 3), -order.index(c)))
             chosen.append(best)
             for d in data:
                 for k in KS:

@@ -1,0 +1,93 @@
+"""The retriever's candidate-set knobs, cross-validated over the dev sets pooled (issue 21, session 34).
+
+The 214 variants of `r2_variants` re-ranked a fixed candidate set. This grid changes the set itself, one
+`GraphRAGRetriever` argument at a time away from the default of the time (`BEFORE`): the seeds found, the
+expansion, the cap on candidates. Through the public API, on stores built with the default ingest:
+
+    python -m benchmarks.candidates grid --stores DIR   # DIR/{musique,musique_text,hotpotqa,wiki2}.db
+    python -m benchmarks.candidates cv                  # 5-fold CV pooled over the four, 10 splits
+
+`musique`: text with its title in metadata, the given triples and the text's links (as `graphrag-milvus eval`);
+`musique_text`, `hotpotqa`, `wiki2`: raw text, the default `CooccurrenceExtractor`. Per-question recalls go
+to `benchmarks/results/issue21/candidates_grid.json`, the CV to `candidates_cv.json` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from llama_index.core.schema import QueryBundle  # noqa: E402
+
+from benchmarks.raw_text import CACHE, RESULTS, pooled_cv  # noqa: E402
+from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusGraphStore  # noqa: E402
+from llama_index_graphrag_milvus.bench.evaluation import KS, CachedEmbedding, load_dataset  # noqa: E402
+from llama_index_graphrag_milvus.embeddings import local_embed_model  # noqa: E402
+
+DATA = Path("/work/shared/data")
+SETS = {  # name -> (dataset directory, load_dataset arguments)
+    "musique": ("musique", {}),
+    "musique_text": ("musique", {"triples": False}),
+    "hotpotqa": ("hotpotqa", {}),
+    "wiki2": ("wiki2", {}),
+}
+#: The default before this grid (session 34 then made `dense_seed_k=3` the default, on its CV).
+BEFORE = {"dense_seed_k": 5}
+CONFIGS = {name: {**BEFORE, **change} for name, change in {  # one argument away from BEFORE each
+    "dense_seed_k5": {},
+    "degree2": {"expansion_degree": 2},
+    "entity_top_k5": {"entity_top_k": 5},
+    "relation_top_k10": {"relation_top_k": 10},
+    "dense_seed_k1": {"dense_seed_k": 1},
+    "dense_seed_k2": {"dense_seed_k": 2},
+    "dense_seed_k3": {"dense_seed_k": 3},
+    "dense_seed_k4": {"dense_seed_k": 4},
+    "dense_seed_k10": {"dense_seed_k": 10},
+    "candidates150": {"max_candidate_relations": 150},
+    "candidates600": {"max_candidate_relations": 600},
+}.items()}
+GRID = RESULTS / "issue21" / "candidates_grid.json"
+
+
+def _recalls(ranked: list, gold: set) -> dict:
+    return {k: len(gold & set(ranked[:k])) / len(gold) for k in KS}
+
+
+def grid(stores: Path) -> None:
+    embed = CachedEmbedding(local_embed_model(), CACHE / "embeddings.sqlite")
+    done = {}
+    for name, (directory, kwargs) in SETS.items():
+        questions = load_dataset(DATA / directory, **kwargs).questions
+        vectors = [embed.get_query_embedding(q["question"]) for q in questions]
+        store = MilvusGraphStore(uri=str(stores / f"{name}.db"), embed_model=embed, collection_prefix="bench")
+        try:
+            dense = [_recalls([n.node.node_id for n in store.search_passages(v, max(KS))], set(q["gold_ids"]))
+                     for q, v in zip(questions, vectors)]
+            for config, arguments in CONFIGS.items():
+                retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **arguments)
+                rows = [_recalls([n.node.node_id for n in retriever.retrieve(QueryBundle(q["question"], embedding=v))],
+                                 set(q["gold_ids"])) for q, v in zip(questions, vectors)]
+                done[f"{config}/{name}"] = {"config": arguments, "per_question": {
+                    method: {f"recall@{k}": [r[k] for r in per] for k in KS} for method, per in (("dense", dense), ("graphrag", rows))}}
+                means = " / ".join(f"{sum(r[k] for r in rows) / len(rows):.3f}" for k in KS)
+                print(f"{name:13s} {config:17s} R@2/5/10 {means}", flush=True)
+        finally:
+            store.close()
+    GRID.write_text(json.dumps(done, indent=1))
+
+
+def cv() -> dict:
+    result = pooled_cv(json.loads(GRID.read_text()), list(CONFIGS), list(SETS), splits=10)
+    GRID.with_name("candidates_cv.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["grid"]:
+        grid(Path(sys.argv[sys.argv.index("--stores") + 1]))
+    else:
+        print(json.dumps(cv(), indent=1))
