@@ -88,7 +88,7 @@ class GraphRAGRetriever(BaseRetriever):
         rerank_top_n: int = 3,
         llm_trust: str = "confirmed",
         reranker: Union[str, Ranker, None] = None,
-        dense_seed_k: int = 5,
+        dense_seed_k: int = 3,
         graph_weight: float = 0.3,
         hub_fraction: float = 0.02,
         use_synonyms: bool = True,

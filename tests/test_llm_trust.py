@@ -30,6 +30,7 @@ ENGLISH = {
 }
 QUESTION = "What lasting contribution did the daughter of Xavier Rhodes's teacher make?"
 CHAIN = ["designed the first tidal turbine", "has daughter Clara", "studied under Helen"]  # the answer's first
+TWO_DEGREES = {"expansion_degree": 2}  # the chain's third relation is two degrees past the question's entity
 UNCONNECTED = ["blue pottery", "founded in 1575"]
 
 CHINESE = {
@@ -56,12 +57,13 @@ def top(retriever, question=QUESTION):
 
 def test_a_confirmed_chain_puts_the_answer_first_through_every_entry_point(english):
     llm = graph_llm(mentions=["Xavier Rhodes"], chosen=CHAIN, answer="a tidal turbine")
-    assert "clara" not in top(GraphRAGRetriever(store=english.store, llm=None, similarity_top_k=2))  # without the LLM
-    retriever = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=1)
+    without = GraphRAGRetriever(store=english.store, llm=None, similarity_top_k=2, **TWO_DEGREES)
+    assert "clara" not in top(without)
+    retriever = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=1, **TWO_DEGREES)
     assert top(retriever) == ["clara"]
     run = retriever.trace(QUESTION)
     assert run.llm_decision.startswith("led: 3 of the 3 picks chain")
-    engine = english.as_query_engine(llm=llm, similarity_top_k=1)
+    engine = english.as_query_engine(llm=llm, similarity_top_k=1, **TWO_DEGREES)
     assert [n.node.ref_doc_id for n in engine.query(QUESTION).source_nodes] == ["clara"]
     response = RetrieverQueryEngine.from_args(retriever, llm=llm).query(QUESTION)
     assert [n.node.ref_doc_id for n in response.source_nodes] == ["clara"]
@@ -69,7 +71,7 @@ def test_a_confirmed_chain_puts_the_answer_first_through_every_entry_point(engli
 
 def test_the_explanation_says_the_pick_led(english):
     llm = graph_llm(mentions=["Xavier Rhodes"], chosen=CHAIN)
-    explanation = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=2).explain(QUESTION)
+    explanation = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=2, **TWO_DEGREES).explain(QUESTION)
     assert "The LLM's pick led: 3 of the 3 picks chain" in explanation.to_text()
 
 
