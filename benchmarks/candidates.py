@@ -6,10 +6,12 @@ expansion, the cap on candidates. Through the public API, on stores built with t
 
     python -m benchmarks.candidates grid --stores DIR   # DIR/{musique,musique_text,hotpotqa,wiki2}.db
     python -m benchmarks.candidates cv                  # 5-fold CV pooled over the four, 10 splits
+    python -m benchmarks.candidates grid --round 2 --stores DIR; python -m benchmarks.candidates cv --round 2
 
-`musique`: text with its title in metadata, the given triples and the text's links (as `graphrag-milvus eval`);
-`musique_text`, `hotpotqa`, `wiki2`: raw text, the default `CooccurrenceExtractor`. Per-question recalls go
-to `benchmarks/results/issue21/candidates_grid.json`, the CV to `candidates_cv.json` beside it.
+`musique`: text with its title in metadata, the given triples and the text's links (as `graphrag-milvus
+eval` builds it); `musique_text`, `hotpotqa`, `wiki2`: raw text, the default `CooccurrenceExtractor`.
+Per-question recalls go to `benchmarks/results/issue21/candidates_grid.json` (round 2:
+`candidates_round2_grid.json`), the CV to `candidates_cv.json` (`candidates_round2_cv.json`) beside it.
 """
 
 from __future__ import annotations
@@ -50,14 +52,23 @@ CONFIGS = {name: {**BEFORE, **change} for name, change in {  # one argument away
     "candidates150": {"max_candidate_relations": 150},
     "candidates600": {"max_candidate_relations": 600},
 }.items()}
-GRID = RESULTS / "issue21" / "candidates_grid.json"
+#: Round 2: from the new default, the knobs round 1 left out (the hub cut, synonym links).
+ROUND2 = {
+    "default": {},
+    "hub_fraction01": {"hub_fraction": 0.01},
+    "hub_fraction05": {"hub_fraction": 0.05},
+    "no_synonyms": {"use_synonyms": False},
+}
+ROUNDS = {"1": (CONFIGS, RESULTS / "issue21" / "candidates_grid.json"),
+          "2": (ROUND2, RESULTS / "issue21" / "candidates_round2_grid.json")}
 
 
 def _recalls(ranked: list, gold: set) -> dict:
     return {k: len(gold & set(ranked[:k])) / len(gold) for k in KS}
 
 
-def grid(stores: Path) -> None:
+def grid(stores: Path, which: str = "1") -> None:
+    configs, path = ROUNDS[which]
     embed = CachedEmbedding(local_embed_model(), CACHE / "embeddings.sqlite")
     done = {}
     for name, (directory, kwargs) in SETS.items():
@@ -67,7 +78,7 @@ def grid(stores: Path) -> None:
         try:
             dense = [_recalls([n.node.node_id for n in store.search_passages(v, max(KS))], set(q["gold_ids"]))
                      for q, v in zip(questions, vectors)]
-            for config, arguments in CONFIGS.items():
+            for config, arguments in configs.items():
                 retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **arguments)
                 rows = [_recalls([n.node.node_id for n in retriever.retrieve(QueryBundle(q["question"], embedding=v))],
                                  set(q["gold_ids"])) for q, v in zip(questions, vectors)]
@@ -77,17 +88,19 @@ def grid(stores: Path) -> None:
                 print(f"{name:13s} {config:17s} R@2/5/10 {means}", flush=True)
         finally:
             store.close()
-    GRID.write_text(json.dumps(done, indent=1))
+    path.write_text(json.dumps(done, indent=1))
 
 
-def cv() -> dict:
-    result = pooled_cv(json.loads(GRID.read_text()), list(CONFIGS), list(SETS), splits=10)
-    GRID.with_name("candidates_cv.json").write_text(json.dumps(result, indent=1))
+def cv(which: str = "1") -> dict:
+    configs, path = ROUNDS[which]
+    result = pooled_cv(json.loads(path.read_text()), list(configs), list(SETS), splits=10)
+    path.with_name(path.name.replace("_grid", "_cv")).write_text(json.dumps(result, indent=1))
     return result
 
 
 if __name__ == "__main__":
+    which = sys.argv[sys.argv.index("--round") + 1] if "--round" in sys.argv else "1"
     if sys.argv[1:2] == ["grid"]:
-        grid(Path(sys.argv[sys.argv.index("--stores") + 1]))
+        grid(Path(sys.argv[sys.argv.index("--stores") + 1]), which)
     else:
-        print(json.dumps(cv(), indent=1))
+        print(json.dumps(cv(which), indent=1))
