@@ -23,11 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llama_index.core.schema import QueryBundle  # noqa: E402
-
 from benchmarks.raw_text import CACHE, RESULTS, pooled_cv  # noqa: E402
 from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusGraphStore  # noqa: E402
-from llama_index_graphrag_milvus.bench.evaluation import KS, CachedEmbedding, load_dataset  # noqa: E402
+from llama_index_graphrag_milvus.bench.evaluation import KS, CachedEmbedding, evaluate, load_dataset  # noqa: E402
 from llama_index_graphrag_milvus.embeddings import local_embed_model  # noqa: E402
 
 DATA = Path("/work/shared/data")
@@ -63,10 +61,6 @@ ROUNDS = {"1": (CONFIGS, RESULTS / "issue21" / "candidates_grid.json"),
           "2": (ROUND2, RESULTS / "issue21" / "candidates_round2_grid.json")}
 
 
-def _recalls(ranked: list, gold: set) -> dict:
-    return {k: len(gold & set(ranked[:k])) / len(gold) for k in KS}
-
-
 def grid(stores: Path, which: str = "1") -> None:
     configs, path = ROUNDS[which]
     embed = CachedEmbedding(local_embed_model(), CACHE / "embeddings.sqlite")
@@ -76,15 +70,15 @@ def grid(stores: Path, which: str = "1") -> None:
         vectors = [embed.get_query_embedding(q["question"]) for q in questions]
         store = MilvusGraphStore(uri=str(stores / f"{name}.db"), embed_model=embed, collection_prefix="bench")
         try:
-            dense = [_recalls([n.node.node_id for n in store.search_passages(v, max(KS))], set(q["gold_ids"]))
-                     for q, v in zip(questions, vectors)]
+            dense = evaluate(lambda b, s=store: [n.node.node_id for n in s.search_passages(b.embedding, max(KS))],
+                             questions, vectors)
             for config, arguments in configs.items():
                 retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **arguments)
-                rows = [_recalls([n.node.node_id for n in retriever.retrieve(QueryBundle(q["question"], embedding=v))],
-                                 set(q["gold_ids"])) for q, v in zip(questions, vectors)]
+                result = evaluate(lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], questions, vectors)
                 done[f"{config}/{name}"] = {"config": arguments, "per_question": {
-                    method: {f"recall@{k}": [r[k] for r in per] for k in KS} for method, per in (("dense", dense), ("graphrag", rows))}}
-                means = " / ".join(f"{sum(r[k] for r in rows) / len(rows):.3f}" for k in KS)
+                    method: {f"recall@{k}": [r[k] for r in run.per_question] for k in KS}
+                    for method, run in (("dense", dense), ("graphrag", result))}}
+                means = " / ".join(f"{result.recall[k]:.3f}" for k in KS)
                 print(f"{name:13s} {config:17s} R@2/5/10 {means}", flush=True)
         finally:
             store.close()

@@ -184,8 +184,10 @@ if __name__ == "__main__":
         grid(sys.argv[2:] or None)
     elif command == "names-grid":
         grid(sys.argv[2:] or None, which="names")
-    elif command in ("caps-grid", "caps-cv"):
-        grid(sys.argv[2:] or None, which="caps") if command == "caps-grid" else print(json.dumps(cv(which="caps", splits=10), indent=1))
+    elif command == "caps-grid":
+        grid(sys.argv[2:] or None, which="caps")
+    elif command == "caps-cv":
+        print(json.dumps(cv(which="caps", splits=10), indent=1))
     elif command == "names-cv":
         print(json.dumps(cv(which="names"), indent=1))
     elif command == "ratio":
