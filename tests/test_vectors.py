@@ -149,7 +149,8 @@ def test_the_half_precision_scan_returns_the_exact_top_k(half_scan, noise):
     rng = np.random.default_rng(9)
     tied = near_ties(vectors, rng, rows=[0, 1, 2], copies=20 if noise > 1e-4 else 60, noise=noise)
     vectors = np.vstack([vectors, tied])
-    queries = np.vstack([queries, vectors[:3]])  # the tied rows' own neighbourhoods
+    near = vectors[:3] + 0.05 * rng.standard_normal((3, 32))  # in the tied rows' neighbourhoods, where
+    queries = np.vstack([queries, near / np.linalg.norm(near, axis=1, keepdims=True)])  # they differ by ~1e-6
     cache = VectorCache(32)
     cache.put(range(len(vectors)), vectors)
     alive = np.ones(len(vectors), dtype=bool)

@@ -127,6 +127,11 @@ class VectorCache:
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
         if n * vectors.shape[1] >= HALF_SCAN_MIN_VALUES:
             return self._half_scan(unit, k, live, n)
+        return self._product(unit, k, live, n)
+
+    def _product(self, unit: np.ndarray, k: int, live: np.ndarray, n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """The exact `k` best `live` rows among the first `n`, by a float32 product on one thread."""
+        vectors = self._vectors  # at least n rows: n was read from the size, which arrays never lag
         with _one_blas_thread():
             scores = np.dot(unit, vectors[:n].T)
         scores[:, ~live] = -np.inf
@@ -165,16 +170,23 @@ class VectorCache:
     def _half_scan(self, unit: np.ndarray, k: int, live: np.ndarray, n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
         """The exact `k` best `live` rows among the first `n`, from the half-precision copy: a row of the
         true top k scores there at least the k-th score − 2 × `HALF_ERROR`, so those rows are rescored
-        from float32. A query whose rows fetched all lie within that margin (near ties) scores them all."""
+        from float32. A query whose rows fetched all lie within that margin (near ties) takes the product."""
         count = int(live.sum())
         approx, candidates = self._current(n, half=True).search(unit, min(count, 2 * k + 16), live)
-        found = []
-        for query, rows, scores in zip(unit, candidates, approx):
+        found: List[Any] = []
+        ties = []
+        for i, (query, rows, scores) in enumerate(zip(unit, candidates, approx)):
             rows, scores = rows[rows >= 0], scores[rows >= 0]  # (-1: rows written meanwhile, past the mask)
             if len(rows) < count:  # rows left unfetched score below the last one fetched
                 floor = scores[k - 1] - 2 * HALF_ERROR if len(rows) >= k else None
-                rows = rows[scores >= floor] if floor is not None and scores[-1] < floor else np.flatnonzero(live)
+                if floor is None or scores[-1] >= floor:
+                    ties.append(i)
+                    found.append(None)
+                    continue
+                rows = rows[scores >= floor]
             found.append(_top(rows, cosines(self._vectors[rows], query), k))
+        for i, result in zip(ties, self._product(unit[ties], k, live, n) if ties else []):
+            found[i] = result
         return found
 
     def _search(
