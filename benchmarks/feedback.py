@@ -80,18 +80,21 @@ CONFIGS = {
 }
 
 
-def grid(stores: Path) -> None:
+def grid(stores: Path, configs: dict = CONFIGS, path: Path = GRID_PATH, make=lambda config, dataset: fused(**config)) -> None:
+    """Every config on every set through the public API; `make(config, dataset)` gives the reranker (a
+    config of None: the default retriever)."""
     embed = CachedEmbedding(local_embed_model(), CACHE / "embeddings.sqlite")
     done = {}
     for name, (directory, kwargs) in SETS.items():
-        questions = load_dataset(DATA / directory, **kwargs).questions
+        dataset = load_dataset(DATA / directory, **kwargs)
+        questions = dataset.questions
         vectors = [embed.get_query_embedding(q["question"]) for q in questions]
         store = MilvusGraphStore(uri=str(stores / f"{name}.db"), embed_model=embed, collection_prefix="bench")
         try:
             dense = evaluate(lambda b, s=store: [n.node.node_id for n in s.search_passages(b.embedding, max(KS))],
                              questions, vectors)
-            for config, feedback in CONFIGS.items():
-                extra = {} if feedback is None else {"reranker": fused(**feedback)}
+            for config, feedback in configs.items():
+                extra = {} if feedback is None else {"reranker": make(feedback, dataset)}
                 retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **extra)
                 result = evaluate(lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], questions, vectors)
                 done[f"{config}/{name}"] = {"config": feedback, "per_question": {
@@ -103,12 +106,12 @@ def grid(stores: Path) -> None:
                 print(f"{name:13s} {config:10s} R@2/5/10 {means}  vs dense {gains}  p50 {p50:.0f} ms", flush=True)
         finally:
             store.close()
-    GRID_PATH.write_text(json.dumps(done, indent=1))
+    path.write_text(json.dumps(done, indent=1))
 
 
-def cv() -> dict:
-    result = pooled_cv(json.loads(GRID_PATH.read_text()), list(CONFIGS), list(SETS), splits=10)
-    GRID_PATH.with_name("feedback_cv.json").write_text(json.dumps(result, indent=1))
+def cv(configs: dict = CONFIGS, path: Path = GRID_PATH) -> dict:
+    result = pooled_cv(json.loads(path.read_text()), list(configs), list(SETS), splits=10)
+    path.with_name(path.name.replace("_grid", "_cv")).write_text(json.dumps(result, indent=1))
     return result
 
 
