@@ -26,7 +26,8 @@ import numpy as np
 from llama_index.core.schema import MetadataMode
 from scipy import sparse
 
-from benchmarks.feedback import RESULTS, cv, grid
+from benchmarks.candidates import run_grid
+from benchmarks.feedback import RESULTS, cv
 from llama_index_graphrag_milvus.ranking import ChainRanker, FusedRanker, HopRanker, PPRRanker, Ranking, RankTask
 from llama_index_graphrag_milvus.ranking.base import chosen_relations
 from llama_index_graphrag_milvus.ranking.topic import TopicRanker
@@ -103,6 +104,7 @@ def make(config: dict, dataset) -> FusedRanker:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["grid"]:
-        grid(Path(sys.argv[sys.argv.index("--stores") + 1]), CONFIGS, GRID_PATH, make)
+        stores = Path(sys.argv[sys.argv.index("--stores") + 1])
+        run_grid(stores, CONFIGS, GRID_PATH, lambda config, dataset: {} if config is None else {"reranker": make(config, dataset)})
     else:
         print(json.dumps(cv(CONFIGS, GRID_PATH), indent=1))

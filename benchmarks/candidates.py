@@ -21,6 +21,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.raw_text import CACHE, RESULTS, pooled_cv  # noqa: E402
@@ -63,23 +65,32 @@ ROUNDS = {"1": (CONFIGS, RESULTS / "issue21" / "candidates_grid.json"),
 
 def grid(stores: Path, which: str = "1") -> None:
     configs, path = ROUNDS[which]
+    run_grid(stores, configs, path)
+
+
+def run_grid(stores: Path, configs: dict, path: Path, arguments=lambda config, dataset: config) -> None:
+    """Every config on every set through the public API, per-question recalls to `path`:
+    `arguments(config, dataset)` gives the `GraphRAGRetriever` arguments of a config."""
     embed = CachedEmbedding(local_embed_model(), CACHE / "embeddings.sqlite")
     done = {}
     for name, (directory, kwargs) in SETS.items():
-        questions = load_dataset(DATA / directory, **kwargs).questions
+        dataset = load_dataset(DATA / directory, **kwargs)
+        questions = dataset.questions
         vectors = [embed.get_query_embedding(q["question"]) for q in questions]
         store = MilvusGraphStore(uri=str(stores / f"{name}.db"), embed_model=embed, collection_prefix="bench")
         try:
             dense = evaluate(lambda b, s=store: [n.node.node_id for n in s.search_passages(b.embedding, max(KS))],
                              questions, vectors)
-            for config, arguments in configs.items():
-                retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **arguments)
+            for label, config in configs.items():
+                retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **arguments(config, dataset))
                 result = evaluate(lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], questions, vectors)
-                done[f"{config}/{name}"] = {"config": arguments, "per_question": {
+                done[f"{label}/{name}"] = {"config": config, "per_question": {
                     method: {f"recall@{k}": [r[k] for r in run.per_question] for k in KS}
                     for method, run in (("dense", dense), ("graphrag", result))}}
                 means = " / ".join(f"{result.recall[k]:.3f}" for k in KS)
-                print(f"{name:13s} {config:17s} R@2/5/10 {means}", flush=True)
+                gains = " / ".join(f"{result.recall[k] - dense.recall[k]:+.3f}" for k in KS)
+                p50 = np.median(result.latencies_ms)
+                print(f"{name:13s} {label:17s} R@2/5/10 {means}  vs dense {gains}  p50 {p50:.0f} ms", flush=True)
         finally:
             store.close()
     path.write_text(json.dumps(done, indent=1))

@@ -24,11 +24,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from benchmarks.candidates import DATA, SETS  # noqa: E402
-from benchmarks.raw_text import CACHE, RESULTS, pooled_cv  # noqa: E402
-from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusGraphStore  # noqa: E402
-from llama_index_graphrag_milvus.bench.evaluation import KS, CachedEmbedding, evaluate, load_dataset  # noqa: E402
-from llama_index_graphrag_milvus.embeddings import local_embed_model  # noqa: E402
+from benchmarks.candidates import SETS, run_grid  # noqa: E402
+from benchmarks.raw_text import RESULTS, pooled_cv  # noqa: E402
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES  # noqa: E402
 from llama_index_graphrag_milvus.ranking import ChainRanker, FusedRanker, HopRanker, PPRRanker, Ranking, RankTask  # noqa: E402
 from llama_index_graphrag_milvus.ranking.base import chosen_relations  # noqa: E402
@@ -80,33 +77,8 @@ CONFIGS = {
 }
 
 
-def grid(stores: Path, configs: dict = CONFIGS, path: Path = GRID_PATH, make=lambda config, dataset: fused(**config)) -> None:
-    """Every config on every set through the public API; `make(config, dataset)` gives the reranker (a
-    config of None: the default retriever)."""
-    embed = CachedEmbedding(local_embed_model(), CACHE / "embeddings.sqlite")
-    done = {}
-    for name, (directory, kwargs) in SETS.items():
-        dataset = load_dataset(DATA / directory, **kwargs)
-        questions = dataset.questions
-        vectors = [embed.get_query_embedding(q["question"]) for q in questions]
-        store = MilvusGraphStore(uri=str(stores / f"{name}.db"), embed_model=embed, collection_prefix="bench")
-        try:
-            dense = evaluate(lambda b, s=store: [n.node.node_id for n in s.search_passages(b.embedding, max(KS))],
-                             questions, vectors)
-            for config, feedback in configs.items():
-                extra = {} if feedback is None else {"reranker": make(feedback, dataset)}
-                retriever = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=None, **extra)
-                result = evaluate(lambda b, r=retriever: [n.node.node_id for n in r.retrieve(b)], questions, vectors)
-                done[f"{config}/{name}"] = {"config": feedback, "per_question": {
-                    method: {f"recall@{k}": [r[k] for r in run.per_question] for k in KS}
-                    for method, run in (("dense", dense), ("graphrag", result))}}
-                means = " / ".join(f"{result.recall[k]:.3f}" for k in KS)
-                gains = " / ".join(f"{result.recall[k] - dense.recall[k]:+.3f}" for k in KS)
-                p50 = float(np.median(result.latencies_ms))
-                print(f"{name:13s} {config:10s} R@2/5/10 {means}  vs dense {gains}  p50 {p50:.0f} ms", flush=True)
-        finally:
-            store.close()
-    path.write_text(json.dumps(done, indent=1))
+def grid(stores: Path) -> None:
+    run_grid(stores, CONFIGS, GRID_PATH, lambda config, dataset: {} if config is None else {"reranker": fused(**config)})
 
 
 def cv(configs: dict = CONFIGS, path: Path = GRID_PATH) -> dict:
