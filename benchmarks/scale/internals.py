@@ -19,31 +19,29 @@ import numpy as np
 import scipy.sparse as sp
 
 from llama_index_graphrag_milvus import Graph, MilvusGraphStore
+from llama_index_graphrag_milvus import store as store_module
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.graph.sparse import expand_from_entities, expand_from_relations
+from llama_index_graphrag_milvus.graph.walk import GraphAdjacency, expand_from_entities, expand_from_relations
 from llama_index_graphrag_milvus.schema import entity_id, relation_id
 
 #: cProfile buckets of an ingest: label -> the (file name part, function name) pairs it sums.
 PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
-    "GraphRAGTransform.__call__ (total)": [("transform.py", "__call__")],
-    "GraphRAGTransform._given (triplet parsing)": [("transform.py", "_given")],
-    "Writer.add (the store's write path)": [("graphrag_milvus/writes.py", "add")],
-    "Writer._write_entities (incl. synonyms)": [("graphrag_milvus/writes.py", "_write_entities")],
-    "Writer._synonyms (entity synonym search)": [("graphrag_milvus/writes.py", "_synonyms")],
-    "Writer._write_relations": [("graphrag_milvus/writes.py", "_write_relations")],
-    "Writer._write_passages": [("graphrag_milvus/writes.py", "_write_passages")],
+    "GraphRAGTransform.__call__ (total)": [("graphrag_milvus/transform.py", "__call__")],
+    "GraphRAGTransform._given (triplet parsing)": [("graphrag_milvus/transform.py", "_given")],
+    "Writer.add (the store's write path)": [("ingest/writes.py", "add")],
     # the same write path split into checked rows first, then the writes (Writer._plan / ._write)
-    "Writer._plan (rows, embeddings, synonyms, checks)": [("graphrag_milvus/writes.py", "_plan")],
-    "Writer._write (upserts, adjacency and vector updates)": [("graphrag_milvus/writes.py", "_write")],
+    "Writer._plan (rows, embeddings, synonyms, checks)": [("ingest/writes.py", "_plan")],
+    "Writer._synonyms (entity synonym search)": [("ingest/writes.py", "_synonyms")],
+    "Writer._write (upserts, adjacency and vector updates)": [("ingest/writes.py", "_write")],
     "rows.passage_row + checked_vectors": [
-        ("graphrag_milvus/rows.py", "passage_row"),
-        ("graphrag_milvus/rows.py", "checked_vectors"),
+        ("ingest/rows.py", "passage_row"),
+        ("ingest/rows.py", "checked_vectors"),
     ],
     "BaseEmbedding.get_text_embedding_batch (incl. instrumentation)": [
         ("base/embeddings/base.py", "get_text_embedding_batch")
     ],
     "HashEmbedding._get_text_embeddings (the hashing itself)": [("embeddings.py", "_get_text_embeddings")],
-    "Collections.upsert (milvus.py)": [("graphrag_milvus/milvus.py", "upsert")],
+    "Collections.upsert": [("milvus/collections.py", "upsert")],
     "MilvusClient.upsert": [("milvus_client.py", "upsert")],
     "node_to_metadata_dict (passage rows)": [("vector_stores/utils.py", "node_to_metadata_dict")],
     "schema.entity_id + relation_id (blake2b ids)": [
@@ -52,14 +50,13 @@ PROFILE_BUCKETS: Dict[str, List[Tuple[str, str]]] = {
     ],
     "schema.passage_id": [("schema.py", "passage_id")],
     "GraphCache.add_relations + add_passages": [
-        ("graphrag_milvus/adjacency.py", "add_relations"),
-        ("graphrag_milvus/adjacency.py", "add_passages"),
+        ("graph/cache.py", "add_relations"),
+        ("graph/cache.py", "add_passages"),
     ],
-    "GraphCache.passage_relations (skip check)": [("graphrag_milvus/adjacency.py", "passage_relations")],
-    "CachedSearch.put (search.py)": [("graphrag_milvus/search.py", "put")],
-    "CachedSearch.similar_entities (search.py)": [("graphrag_milvus/search.py", "similar_entities")],
-    "VectorCache.put (in-memory vectors)": [("graphrag_milvus/vectors.py", "put")],
-    "VectorCache.within (synonym candidates)": [("graphrag_milvus/vectors.py", "within")],
+    "CachedSearch.put (search.py)": [("milvus/search.py", "put")],
+    "CachedSearch.similar_entities (search.py)": [("milvus/search.py", "similar_entities")],
+    "VectorCache.put (in-memory vectors)": [("milvus/vectors.py", "put")],
+    "VectorCache.within (synonym candidates)": [("milvus/vectors.py", "within")],
     "MilvusClient.search (during ingest)": [("milvus_client.py", "search")],
     "node.get_content": [("core/schema.py", "get_content")],
 }
@@ -90,39 +87,44 @@ def timed_milvus_writes(store: MilvusGraphStore, wrap: Callable[[str, Callable],
 def open_timing_load(
     factory: Callable[..., MilvusGraphStore], **kwargs: Any
 ) -> Tuple[MilvusGraphStore, Dict]:
-    """Open a store through `factory(cls=..., **kwargs)` and return it with the seconds its cache load took
-    in all ("load_cache": the graph backend's `open()`) and reading each collection's row pages from
-    Milvus ("read <collection>")."""
+    """Open a store through `factory(**kwargs)` and return it with the seconds its cache load took in all
+    ("load_cache": the graph backend's `open()`) and reading each collection's row pages from Milvus
+    ("read <collection>"), by wrapping the backend that `store.open_backend` gives for this open only."""
     seconds: Dict[str, float] = {}
 
     def add(name: str, start: float) -> None:
         seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
 
-    class Timed(MilvusGraphStore):
-        def _open_backend(self, *args: Any, **kw: Any) -> Any:
-            backend, search = super()._open_backend(*args, **kw)
-            collections, opening, paging = self.collections, backend.open, self.collections.pages
+    original = store_module.open_backend
 
-            def timed_open() -> None:
+    def timed_backend(collections: Any, *args: Any) -> Any:
+        backend, search = original(collections, *args)
+        opening, paging = backend.open, collections.pages
+
+        def timed_open() -> None:
+            start = time.perf_counter()
+            opening()
+            add("load_cache", start)
+
+        def timed_pages(kind: str, fields: Any) -> Any:
+            pages = paging(kind, fields)
+            while True:
                 start = time.perf_counter()
-                opening()
-                add("load_cache", start)
+                page = next(pages, None)
+                add(f"read {collections.names[kind]}", start)
+                if page is None:
+                    return
+                yield page
 
-            def timed_pages(kind: str, fields: Any) -> Any:
-                pages = paging(kind, fields)
-                while True:
-                    start = time.perf_counter()
-                    page = next(pages, None)
-                    add(f"read {collections.names[kind]}", start)
-                    if page is None:
-                        return
-                    yield page
+        backend.open = timed_open  # type: ignore[method-assign]
+        collections.pages = timed_pages  # type: ignore[method-assign]
+        return backend, search
 
-            backend.open = timed_open  # type: ignore[method-assign]
-            collections.pages = timed_pages  # type: ignore[method-assign]
-            return backend, search
-
-    store = factory(cls=Timed, **kwargs)
+    store_module.open_backend = timed_backend
+    try:
+        store = factory(**kwargs)
+    finally:
+        store_module.open_backend = original
     del store.backend.open, store.collections.pages  # the timing is for this open only
     return store, seconds
 
@@ -154,9 +156,10 @@ def expand(graph: Graph, entities: Sequence[int], relations: Sequence[int], degr
     """Relation positions reached at `degree` from seed entity positions, and from seed relation positions
     (no hub cut-off and no similarity cut of later hops, unlike the retriever: the whole neighbourhood)."""
     empty = np.zeros(0, dtype=np.int64)
+    adjacency = GraphAdjacency(graph)  # through every entity
     return (
-        expand_from_entities(graph, entities, degree) if len(entities) else empty,
-        expand_from_relations(graph, relations, degree) if len(relations) else empty,
+        expand_from_entities(adjacency, entities, degree) if len(entities) else empty,
+        expand_from_relations(adjacency, relations, degree) if len(relations) else empty,
     )
 
 
