@@ -128,6 +128,7 @@ def _probe(choose, task, picks, base, passages_of) -> None:
 
 
 def main() -> None:
+    llm_trust.quiet()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rule", choices=RULES)
     parser.add_argument("--probe", action="store_true")

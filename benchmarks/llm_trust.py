@@ -26,9 +26,14 @@ from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding, evalua
 from llama_index_graphrag_milvus.bench.scripted import scripted_methods
 from llama_index_graphrag_milvus.embeddings import local_embed_model
 
-logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.ERROR)  # scripted garbage warns per question
 DEV_SETS = ("../shared/data/musique", "../shared/data/hotpotqa", "../shared/data/wiki2")
 TRUST = ("vote", "confirmed", "always")
+
+
+def quiet() -> None:
+    """The package's warnings off for a run (scripted garbage warns per question); called by the
+    commands, never on import, so that importing this module changes nothing."""
+    logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.ERROR)
 
 
 def run_set(data: str, db_root: Path, embed: Any, decisions: bool, tweak: Dict[str, Any], trusts=TRUST) -> Dict[str, Any]:
@@ -72,6 +77,7 @@ def run_set(data: str, db_root: Path, embed: Any, decisions: bool, tweak: Dict[s
 
 
 def main(argv: List[str] | None = None) -> None:
+    quiet()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="*", default=list(DEV_SETS))
     parser.add_argument("--db-root", default="/tmp")

@@ -25,6 +25,7 @@ def methods(store, dataset):
 
 
 if __name__ == "__main__":
+    llm_trust.quiet()
     llm_trust.scripted_methods = methods
     embed = CachedEmbedding(local_embed_model(), Path(".cache/graphrag-milvus/embeddings.sqlite"))
     report = {
