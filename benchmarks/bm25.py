@@ -97,7 +97,9 @@ _INDEXES: dict = {}
 
 
 def make(config: dict, dataset) -> FusedRanker:
-    index = _INDEXES.setdefault(id(dataset), BM25.build(dataset.nodes))
+    if id(dataset) not in _INDEXES:  # once a set, not once a config
+        _INDEXES[id(dataset)] = BM25.build(dataset.nodes)
+    index = _INDEXES[id(dataset)]
     rankers = (PPRRanker(), ChainRanker(), HopRanker(), TopicRanker(), BM25Ranker(index))
     return FusedRanker(rankers, weights=[1.0, 1.0, 1.0, 1.0, config["weight"]])
 

@@ -211,10 +211,10 @@ class VectorCache:
         first `n` rows."""
         with self._lock:
             index = self._indexes.get(half)
-            if index is None or (not half and n >= 2 * index.trained_on):
-                # (re)train the lists on all rows: ~ sqrt(rows) of them
-                known = np.flatnonzero(self._known[: self._size])
-                index = _Index.flat_half(self._vectors.shape[1]) if half else _Index.train(self._vectors, known)
+            if index is None and half:
+                index = _Index.flat_half(self._vectors.shape[1])
+            elif not half and (index is None or n >= 2 * index.trained_on):  # (re)train on all rows
+                index = _Index.train(self._vectors, np.flatnonzero(self._known[: self._size]))
             index.extend(self._vectors, self._known, self._size)
             self._indexes[half] = index
             return index
