@@ -10,10 +10,9 @@ relation; the writer deletes them after the passages.
 
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Sequence, Set, Tuple
 
 from llama_index_graphrag_milvus.milvus.adjacency import EMPTY_ROW, AdjacencyIndex, EntityRow, RelationRow, from_columns
 from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, BUCKET, PASSAGES, RELATIONS
@@ -55,7 +54,7 @@ class AdjacencyChange:
 
 
 def _widened(before, after):
-    row = copy.deepcopy(before)
+    row = before.copy()
     row.buckets = max(before.buckets, _needed(after) if after is not None else 0)
     return row
 
@@ -82,7 +81,7 @@ def plan_adjacency(
     entities = index.entities(ends | linked)
     for e in ends | linked:
         entities.setdefault(e, EntityRow())
-    before = copy.deepcopy(entities), copy.deepcopy(relations)
+    before = _copied(entities), _copied(relations)
     for rid, (s, o) in new_relations.items():
         entities[s].relations.add(rid)
         entities[o].relations.add(rid)
@@ -95,6 +94,10 @@ def plan_adjacency(
     plan = AdjacencyChange(entities, relations, *before)
     _orphans(index, plan, touched)
     return plan
+
+
+def _copied(rows: Dict[int, Any]) -> Dict[int, Any]:
+    return {key: row.copy() for key, row in rows.items()}
 
 
 def _relation_rows(index: AdjacencyIndex, ids: Set[int], new: Dict[int, Tuple[int, int]]) -> Dict[int, RelationRow]:
@@ -142,7 +145,7 @@ def _orphans(index: AdjacencyIndex, plan: AdjacencyChange, touched: Set[int]) ->
     if unloaded:
         extra = index.entities(unloaded)
         plan.entities.update(extra)
-        plan.before_entities.update(copy.deepcopy(extra))
+        plan.before_entities.update(_copied(extra))
     for s in survivors:
         if s in plan.entities:
             dropped = plan.entities[s].synonyms & gone
