@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_graphrag_milvus import GraphRAGTransform
+from llama_index_graphrag_milvus import GraphRAGTransform, GraphStoreError
 from llama_index_graphrag_milvus.backends.milvus import MilvusAdjacency
 from llama_index_graphrag_milvus.graph import walk
 from llama_index_graphrag_milvus.graph.walk import GraphAdjacency
@@ -106,6 +106,104 @@ def test_writes_and_deletes_keep_the_index_equal_to_the_rows(make_store, adjacen
     assert derived == stored
     counts = store.count()
     assert counts["passages"] == 59 and counts["relations"] == len(derived[1])
+
+
+def refuse_once(store, monkeypatch, method, kind):
+    """Milvus refuses the first `method` ("upsert" or "delete") call on `kind`, then works again."""
+    original = getattr(store.collections, method)
+    refused = []
+
+    def refusing(k, rows):
+        if k == kind and not refused:
+            refused.append(k)
+            raise RuntimeError("disk full")
+        return original(k, rows)
+
+    monkeypatch.setattr(store.collections, method, refusing)
+    return refused
+
+
+def _entity_names(store):
+    return {row["name"] for row in store.collections.query("entities", "", ["name"])}
+
+
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_a_rewrite_refused_at_its_passage_leaves_the_index_true_and_runs_again_whole(make_store, adjacency, monkeypatch):
+    """The passages Milvus holds stand; the index and the rows agree with them, and the same call run
+    again completes: a relation written before the refusal is linked to its entities again."""
+    store = make_store(adjacency=adjacency)
+    nodes = random_corpus()
+    GraphRAGTransform(store=store)(nodes)
+    before, count = _index_as_derived(store)[1], store.count()
+    touching = [  # a stored relation stated again, stored entities with a new relation, a rewrite
+        TextNode(id_="q1", text="q 1", metadata={"triplets": [nodes[0].metadata["triplets"][0], ["e1", "r9", "e2"]]}),
+        TextNode(id_="p5", text="passage 5", metadata={"triplets": [["e3", "r9", "e4"]]}),
+    ]
+    refuse_once(store, monkeypatch, "upsert", "passages")
+    with pytest.raises(GraphStoreError, match="disk full.*midway: 0 of its 2 passages"):
+        store.add(touching)
+    derived, stored = _index_as_derived(store)
+    assert stored == before == derived and store.count() == count
+    store.add(touching)
+    derived, stored = _index_as_derived(store)
+    assert stored == derived and store.count()["passages"] == count["passages"] + 1
+    assert {"e1", "e2", "e3", "e4"} <= _entity_names(store)
+
+
+def test_a_rewrite_refused_at_its_passage_keeps_the_synonym_links_of_what_the_old_version_states(make_store, monkeypatch):
+    """The write had orphaned the old version's entities (and unlinked their synonyms in the index); the
+    old version stands, so they are linked again as Milvus holds them."""
+    from llama_index_graphrag_milvus.embeddings import HashEmbedding
+
+    store = make_store(embed_model=HashEmbedding(1024), synonym_threshold=0.3)  # "Ann Bo" ~ "Ann Cy": 0.5
+    store.add([TextNode(id_="p", text="p", metadata={"triplets": [["Ann Bo", "met", "Zed"]]}),
+               TextNode(id_="q", text="q", metadata={"triplets": [["Ann Cy", "met", "Yul"]]})])
+    before = _index_as_derived(store)[1]
+    assert any(synonyms for _, _, synonyms in before[0].values())
+    refuse_once(store, monkeypatch, "upsert", "passages")
+    with pytest.raises(GraphStoreError, match="disk full"):
+        store.add([TextNode(id_="p", text="p", metadata={"triplets": [["Kim", "met", "Lou"]]})])
+    derived, stored = _index_as_derived(store)
+    assert stored == before == derived
+    assert _entity_names(store) == {"Ann Bo", "Zed", "Ann Cy", "Yul"}
+
+
+def test_a_write_refused_before_its_passages_is_undone(make_store, monkeypatch):
+    store = make_store()
+    GraphRAGTransform(store=store)(random_corpus())
+    before, count = _index_as_derived(store)[1], store.count()
+    refuse_once(store, monkeypatch, "upsert", "adjacency")
+    with pytest.raises(GraphStoreError, match="disk full.*before any passage.*deleted again"):
+        store.add([TextNode(id_="q1", text="q 1", metadata={"triplets": [["e1", "r9", "new one"]]})])
+    assert _index_as_derived(store)[1] == before and store.count() == count
+    assert "new one" not in _entity_names(store)
+
+
+def test_a_delete_refused_after_its_passages_leaves_no_orphan(make_store, monkeypatch):
+    """The passages were deleted when Milvus refused the orphans' delete: the orphans go anyway, and the
+    index agrees (running the delete again would find nothing to delete)."""
+    store = make_store()
+    GraphRAGTransform(store=store)([TextNode(id_=f"d{i}", text=f"d {i}", metadata={"triplets": [[f"x{i}", "r", f"y{i}"]]}) for i in range(3)])
+    refuse_once(store, monkeypatch, "delete", "entities")
+    with pytest.raises(GraphStoreError, match="disk full.*midway: 1 of its 1 passages"):
+        store.delete("d1")
+    derived, stored = _index_as_derived(store)
+    assert stored == derived
+    assert _entity_names(store) == {"x0", "y0", "x2", "y2"}
+    assert store.count() == {"entities": 4, "relations": 2, "passages": 2} == store.backend.counts()
+
+
+def test_clearing_a_store_keeps_its_index_marked_whole(make_store, tmp_path, caplog):
+    uri = str(tmp_path / "c.db")
+    store = make_store(uri=uri)
+    store.add([TextNode(id_="a", text="a", metadata={"triplets": [["Ann", "met", "Bo"]]})])
+    store.clear()
+    store.add([TextNode(id_="b", text="b", metadata={"triplets": [["Cy", "met", "Di"]]})])
+    store.close()
+    with caplog.at_level("WARNING"):
+        again = make_store(uri=uri)
+    assert "Building the adjacency index" not in caplog.text
+    assert again.count()["relations"] == 1
 
 
 @pytest.mark.parametrize("adjacency", ["memory", "milvus"])

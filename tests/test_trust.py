@@ -139,7 +139,7 @@ def test_a_write_milvus_refuses_midway_is_rolled_back(make_store, monkeypatch):
         upsert(kind, rows)
 
     monkeypatch.setattr(store.collections, "upsert", refuse_passages)
-    with pytest.raises(GraphStoreError, match="disk full.*deleted again"):
+    with pytest.raises(GraphStoreError, match="disk full.*midway: 0 of its 1 passages"):
         store.add([NADIA])
     monkeypatch.undo()
     assert store.count() == before == store.backend.counts()

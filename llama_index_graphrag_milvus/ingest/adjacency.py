@@ -82,9 +82,6 @@ def plan_adjacency(
     for e in ends | linked:
         entities.setdefault(e, EntityRow())
     before = _copied(entities), _copied(relations)
-    for rid, (s, o) in new_relations.items():
-        entities[s].relations.add(rid)
-        entities[o].relations.add(rid)
     for change in changes:
         _move_passage(change, relations, entities)
     for e, others in new_links.items():
@@ -114,15 +111,20 @@ def _relation_rows(index: AdjacencyIndex, ids: Set[int], new: Dict[int, Tuple[in
 
 def _move_passage(change: PassageChange, relations: Dict[int, RelationRow], entities: Dict[int, EntityRow]) -> None:
     """A passage leaves the relations it no longer states and joins those it states, and so for their
-    entities: an entity lists a passage while the passage states one of its relations."""
+    entities: an entity lists a passage while the passage states one of its relations, and lists every
+    relation a passage states."""
     pid = change.passage_id
     known_before = [relations[r] for r in change.before if r in relations]
     known_after = [relations[r] for r in change.after if r in relations]
     for r in change.before - change.after:
         if r in relations:
             relations[r].passages.discard(pid)
-    for row in known_after:
-        row.passages.add(pid)
+    for r in change.after:
+        if r in relations:  # a relation stated is on both its entities, new or not (a repair if it was not)
+            row = relations[r]
+            row.passages.add(pid)
+            entities[row.subject].relations.add(r)
+            entities[row.object].relations.add(r)
     ends_after = {e for row in known_after for e in (row.subject, row.object)}
     for e in {e for row in known_before for e in (row.subject, row.object)} - ends_after:
         entities[e].passages.discard(pid)
@@ -170,4 +172,9 @@ def ensure_index(index: AdjacencyIndex) -> None:
         pairs = [(int(columns.entity_ids[a]), int(columns.entity_ids[b])) for a, b in columns.synonyms.tolist()]
         index.write(*from_columns(columns.relation_ids, columns.relation_ends, columns.passage_ids,
                                   columns.passage_offsets, columns.passage_relations, pairs))
+    mark_built(collections)
+
+
+def mark_built(collections) -> None:
+    """Say that the store's adjacency index is whole."""
     collections.upsert(ADJACENCY, [{**EMPTY_ROW, "id": BUILT}])

@@ -6,7 +6,9 @@ so that bad input is refused before anything is written. Then it advances the st
 Milvus and writes entities, then relations, then the adjacency index, then passages (each passage with
 the ids of the relations it states), then deletes what the write orphaned. So an interrupted call never
 leaves a passage pointing at a relation that is not stored, and running it again completes it. If Milvus
-refuses a row midway, what the call wrote is deleted again and the index restored. The graph backend
+refuses a row before the first passage is written (or deleted), the index is restored and what the call
+added deleted again: nothing of it stays. If it refuses one after, the passages written stand, and the
+index and the orphans are made to agree with the passages Milvus holds (`_reconcile`). The graph backend
 mirrors each write that completed (`GraphBackend.apply`), and so does the vector search.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -22,7 +24,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_graphrag_milvus.backends.base import GraphBackend, Written
 from llama_index_graphrag_milvus.errors import GraphStoreError
-from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, plan_adjacency
+from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, mark_built, plan_adjacency
 from llama_index_graphrag_milvus.ingest.rows import checked_vectors, embed, passage_row
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
@@ -75,7 +77,8 @@ class Writer:
             links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
             ends = {r["id"]: (r["subject_id"], r["object_id"]) for r in plan.relations}
             change = plan_adjacency(self.index, plan.changes, ends, links)
-            self._written(lambda: self._write(plan, change), plan, change)
+            self._written(lambda: self._write_index(plan, change), lambda: self._write_passages(plan, change),
+                          plan, plan.changes, change)
         return pids
 
     def delete(self, ref_doc_id: str) -> None:
@@ -92,22 +95,23 @@ class Writer:
         pids = [p for p in pids if p in stored]
         if not pids:
             return
-        change = plan_adjacency(self.index, [PassageChange(p, stored[p], set()) for p in pids])
+        changes = [PassageChange(p, stored[p], set()) for p in pids]
+        change = plan_adjacency(self.index, changes)
 
-        def write() -> Written:
-            self.index.write(change.entities, change.relations)
+        def delete() -> Written:
             self.collections.delete(PASSAGES, pids)
             self._delete_orphans(change)
             return Written(deleted_passages=pids, orphan_relations=change.orphan_relations,
                            orphan_entities=change.orphan_entities)
 
-        self._written(write, None, change)
+        self._written(lambda: self.index.write(change.entities, change.relations), delete, None, changes, change)
 
     def clear(self) -> None:
         """Delete every row (the collections stay, so that concurrent readers see an empty store)."""
         self.graph.writing()
         generation = self.collections.advance()
         self.collections.delete_all()
+        mark_built(self.collections)  # the empty index is whole
         self.graph.reset()
         self.graph.written(generation)
 
@@ -115,14 +119,22 @@ class Writer:
         """The ids of a document's stored passages."""
         return [r["id"] for r in self.collections.query(PASSAGES, id_filter([ref_doc_id], "doc_id"), ["id"])]
 
-    def _written(self, write, plan: Optional[_Plan], change: AdjacencyChange) -> None:
-        """Run a planned write under a new generation; the backend mirrors it once it is whole."""
+    def _written(
+        self, before_passages: Callable[[], None], passages: Callable[[], Written], plan: Optional[_Plan],
+        changes: List[PassageChange], change: AdjacencyChange,
+    ) -> None:
+        """Run a planned write under a new generation: what comes before the passages, then the passages
+        and what follows them. The backend mirrors it once it is whole."""
         self.graph.writing()
         generation = self.collections.advance()
         try:
-            done = write()
+            before_passages()
         except Exception as exc:
             self._roll_back(plan, change, exc)
+        try:
+            done = passages()
+        except Exception as exc:
+            self._reconcile(changes, change, exc)
         self.graph.apply(done)
         self.graph.written(generation)
 
@@ -168,37 +180,73 @@ class Writer:
         return plan
 
     # writing ----------------------------------------------------------------------------------
-    def _write(self, plan: _Plan, change: AdjacencyChange) -> Written:
+    def _write_index(self, plan: _Plan, change: AdjacencyChange) -> None:
         for kind, rows in ((ENTITIES, plan.entities), (RELATIONS, plan.relations)):
             for batch in chunked(rows, self.batch_size):
                 self.collections.upsert(kind, batch)
         self.index.write(change.entities, change.relations)  # before the passages it indexes
+
+    def _write_passages(self, plan: _Plan, change: AdjacencyChange) -> Written:
         for batch in chunked(plan.passages, self.batch_size):
             self.collections.upsert(PASSAGES, batch)
         self._delete_orphans(change)
         return Written(plan.entities, plan.relations, plan.passages, [], change.orphan_relations, change.orphan_entities)
 
     def _roll_back(self, plan: Optional[_Plan], change: AdjacencyChange, exc: Exception) -> None:
-        """Milvus refused a write midway: restore the index, delete what this call added, rebuild the
-        backend from Milvus, and raise an error that says so."""
+        """Milvus refused a write before its first passage: restore the index, delete the entities and
+        relations this call added, rebuild the backend from Milvus, and raise an error that says so."""
         try:
             self.index.write(*change.rolled_back())
             if plan is not None:
-                replaced = set(plan.replaced)
-                # a rewritten passage may already hold its new version: keep the new relations it states
-                kept = {r for row in plan.passages if row["id"] in replaced for r in row["relation_ids"]}
-                relations = [r for r in plan.relations if r["id"] not in kept]
-                ends = {e for r in plan.relations if r["id"] in kept for e in (r["subject_id"], r["object_id"])}
-                self.collections.delete(PASSAGES, [r["id"] for r in plan.passages if r["id"] not in replaced])
-                self.collections.delete(RELATIONS, [r["id"] for r in relations])
-                self.collections.delete(ENTITIES, [r["id"] for r in plan.entities if r["id"] not in ends])
+                self.collections.delete(RELATIONS, [r["id"] for r in plan.relations])
+                self.collections.delete(ENTITIES, [r["id"] for r in plan.entities])
             self.graph.reset()
             self.graph.open()
         except Exception as again:  # pragma: no cover - Milvus unreachable
-            logger.error("Rolling back a failed write failed too (%s); re-run the ingest to complete it.", again)
+            logger.error("Rolling back a failed write failed too (%s); re-run the call to complete it.", again)
         raise GraphStoreError(
-            f"Milvus refused the write ({exc}); what this call added was deleted again (passages that were "
-            "being rewritten may keep their new version). Fix the cause and run the ingest again."
+            f"Milvus refused the write ({exc}) before any passage was written; what this call added was "
+            "deleted again and the store is as it was. Fix the cause and run the call again."
+        ) from exc
+
+    def _reconcile(self, changes: List[PassageChange], change: AdjacencyChange, exc: Exception) -> None:
+        """Milvus refused a write after the index, once passages may have been written or deleted: the
+        passages Milvus holds stand. The index is moved from what the write planned to what they state,
+        the rows no passage states any more are deleted, the backend is rebuilt, and the error says so."""
+        done = 0
+        try:
+            pids = [c.passage_id for c in changes]
+            held = {r["id"]: set(r["relation_ids"]) for r in self.collections.get(PASSAGES, pids, ["id", "relation_ids"])}
+            moved = [PassageChange(c.passage_id, c.after, held.get(c.passage_id, set())) for c in changes]
+            moved = [c for c in moved if c.before != c.after]
+            done = len(changes) - len(moved)
+            fix = plan_adjacency(self.index, moved)
+            revived = {e for e in change.orphan_entities if e in fix.entities and fix.entities[e].relations}
+            if revived:  # orphans that a passage held states again: their synonym links, as Milvus holds them
+                dead = set(change.orphan_entities) - revived | set(fix.orphan_entities)
+                rows = self.collections.get(ENTITIES, sorted(revived), ["id", "synonym_ids"])
+                links = {r["id"]: set(r["synonym_ids"]) - dead for r in rows}
+                fix = plan_adjacency(self.index, moved, new_links={e: others for e, others in links.items() if others})
+            self.index.write(fix.entities, fix.relations)
+            revived_r = {r for r, row in fix.relations.items() if row.passages}
+            revived_e = {e for e, row in fix.entities.items() if row.relations}
+            unlinked = {s: gone - revived_e for s, gone in change.unlinked.items()}
+            for s, gone in fix.unlinked.items():
+                unlinked[s] = unlinked.get(s, set()) | gone
+            self._delete_orphans(AdjacencyChange(
+                {}, {}, {}, {},
+                sorted({r for r in change.orphan_relations if r not in revived_r} | set(fix.orphan_relations)),
+                sorted({e for e in change.orphan_entities if e not in revived_e} | set(fix.orphan_entities)),
+                unlinked,
+            ))
+            self.graph.reset()
+            self.graph.open()
+        except Exception as again:  # pragma: no cover - Milvus unreachable
+            logger.error("Reconciling a failed write failed too (%s); re-run the call to complete it.", again)
+        raise GraphStoreError(
+            f"Milvus refused the write ({exc}) midway: {done} of its {len(changes)} passages were written "
+            "(or deleted) as asked and stand, and the store agrees with them; the others are as they were. "
+            "Fix the cause and run the call again to complete it."
         ) from exc
 
     def _delete_orphans(self, change: AdjacencyChange) -> None:
