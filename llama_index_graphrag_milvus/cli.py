@@ -190,7 +190,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     from llama_index_graphrag_milvus.bench.demo import main as demo
 
-    demo(["--uri", args.uri])
+    demo(["--uri", args.uri, "--token", args.token, "--prefix", args.prefix])
 
 
 #: The default --uri of `eval`: Milvus Lite in the benchmark's cache, one database per dataset.
@@ -255,7 +255,7 @@ def parser() -> argparse.ArgumentParser:
     demo = command(
         "demo", "The offline demo: real multi-hop questions (MuSiQue), plain vector RAG beside Graph RAG.", cmd_demo
     )
-    demo.set_defaults(uri="./graphrag_demo.db")
+    demo.set_defaults(uri="./graphrag_demo.db", prefix="musique")  # its collections are overwritten
     evaluate = command("eval", "Multi-hop Recall@k: dense vs Graph RAG.", cmd_eval)
     # its own store, its collections overwritten: not the default store of ingest and query
     evaluate.set_defaults(uri=EVAL_URI, prefix="bench")

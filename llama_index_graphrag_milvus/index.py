@@ -5,7 +5,7 @@
     index.as_query_engine(llm=llm).query(question)
 
 The LLM follows LlamaIndex's conventions: `llm=` defaults to `Settings.llm` when you set it, else OpenAI
-when OPENAI_API_KEY is set, else none (offline); `llm=None` turns it off (`llms.resolve_llm`).
+when OPENAI_API_KEY is set, else none (offline); `llm=None` turns it off (`llm.resolve.resolve_llm`).
 
 It is a plain class with the method names of LlamaIndex's indices (`from_documents`, `as_retriever`,
 `as_query_engine`, `insert`, `insert_nodes`, `delete_ref_doc`, `refresh_ref_docs`), not a `BaseIndex`:

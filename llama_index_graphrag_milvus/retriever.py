@@ -47,8 +47,8 @@ class GraphRAGRetriever(BaseRetriever):
        entities to each; the relations and the passages nearest to the whole question.
     2. Expansion of these seeds over the adjacency (`store.expand`): never through hub entities, every
        step cut to the relations most similar to the question.
-    3. A ranker (`ranking`) orders the passages: by default the fusion of HippoRAG 2's PageRank and
-       the chain ranking; with `llm`, the relations the LLM picks among the best candidates lift their
+    3. A ranker (`ranking`) orders the passages: by default the reciprocal-rank fusion of HippoRAG 2's
+       PageRank, the chain ranking, the hop and the topic ranking (`ranking.fused`); with `llm`, the relations the LLM picks among the best candidates lift their
        passages within that ranking.
     4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
        it in `metadata["graphrag_relations"]`.
@@ -66,8 +66,9 @@ class GraphRAGRetriever(BaseRetriever):
         llm_trust: How far the LLM's pick is trusted: "confirmed" (the default) puts its passages first
             when the graph confirms the picks as a chain from the question's entities, and else lets it
             vote in the fusion; "always" puts them first; "vote" only votes (`ranking.LLMRanker`).
-        reranker: "fused" (the default), "chain", "ppr", "similarity" or a `Ranker` object: the ranking of
-            the passages, which an `llm`'s choice then lifts passages within.
+        reranker: "fused" (the default), "chain", "ppr", "similarity", "hop", "topic" (those two each
+            alone, then dense retrieval's passages) or a `Ranker` object: the ranking of the passages,
+            which an `llm`'s choice then lifts passages within.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
         graph_weight: Weight of the chain score against dense similarity ("chain").
         hub_fraction: Entities stated in more than this fraction of the passages (at least 20 passages, at most 200: `hub_limit`)

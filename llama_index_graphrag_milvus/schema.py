@@ -161,8 +161,8 @@ class Retrieval:
         candidates: The relations reached by expanding the seeds, best first (their texts are not read:
             `Explanation` reads them).
         reached: How many relations the expansion touched before the candidates were cut.
-        reranker: The ranking that ordered the passages ("chain", "ppr", "similarity", or "llm" when an
-            LLM's choice came first).
+        reranker: The ranking that ordered the passages (its `name`: "fused", "chain", "ppr",
+            "similarity", "hop", "topic", or "llm" when an LLM's choice came first).
         chosen: The relations the ranking chose, best first (the chain followed).
         thought_process: The LLM's reasoning, when an LLM reranked and gave one.
         llm_decision: With an LLM that answered: whether its pick led the ranking or only voted, and why.

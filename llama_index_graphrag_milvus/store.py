@@ -1,4 +1,5 @@
-"""MilvusGraphStore: entities, relations and passages of a Graph RAG index in three Milvus collections.
+"""MilvusGraphStore: entities, relations and passages of a Graph RAG index in three Milvus collections
+(and two of bookkeeping: the adjacency index and the store's state).
 
 Milvus is the single source of truth. A relation row holds its subject and object entity ids; a passage
 row holds its text, `ref_doc_id`, metadata and the ids of the relations it states (the relation→passage
@@ -56,7 +57,8 @@ class MilvusGraphStore:
             Defaults to `Settings.embed_model` when it is set or OPENAI_API_KEY is, else to the bundled
             offline MiniLM (the `local` extra).
         collection_prefix: The three collections are `{prefix}_entities`, `{prefix}_relations` and
-            `{prefix}_passages`; stores with different prefixes never see each other's rows.
+            `{prefix}_passages` (with `{prefix}_adjacency` and `{prefix}_state` beside them); stores
+            with different prefixes never see each other's rows.
         dim: The embedding dimension; found by embedding a probe text when not given.
         batch_size: Rows per embedding call and per Milvus insert.
         index_config: The vector index of the three collections (Milvus `add_index` arguments). Defaults
@@ -82,7 +84,7 @@ class MilvusGraphStore:
             `<database path>.graphrag-cache/<prefix>.npz` on Milvus Lite and to none on a server, where
             other processes may write; a path turns it on (only if this process is the only writer),
             False turns it off.
-        overwrite: Drop the three collections first.
+        overwrite: Drop the store's collections first.
         **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
     """
 

@@ -68,7 +68,7 @@ class GraphRAGTransform(TransformComponent):
         store: The store to write to.
         llm: Extracts triplets from nodes that carry none (unless `extractor` is given). By default
             ("default") LlamaIndex's `Settings.llm` if you set it, else OpenAI if OPENAI_API_KEY is set,
-            else none; resolved once, here (`llms.resolve_llm`). `llm=None` makes no LLM call at all.
+            else none; resolved once, here (`llm.resolve.resolve_llm`). `llm=None` makes no LLM call at all.
             The attribute holds the resolved LLM, or None.
         extractor: Extracts triplets from nodes that carry none; it sees only those nodes.
         extract_prompt: The extraction prompt (`{text}`, `{max_triplets}`; answers JSON).

@@ -18,8 +18,9 @@ def test_the_sample_is_package_data():
 
 
 def test_the_demo_shows_graph_rag_finding_a_gold_passage_plain_rag_misses(minilm, tmp_path, capsys):
-    result = demo.main(["--uri", str(tmp_path / "demo.db")], embed_model=minilm)
+    result = demo.main(["--uri", str(tmp_path / "demo.db"), "--prefix", "sample"], embed_model=minilm)
     out = capsys.readouterr().out
+    assert "(prefix 'sample')" in out and "--prefix sample " in out  # written there, and said so
 
     shown = result.showcase
     assert shown is not None and shown.question["id"] == demo.SHOWCASE

@@ -3,7 +3,7 @@
 Runs offline with the bundled MiniLM embedder and no LLM. With OPENAI_API_KEY set, OpenAI does NER,
 rerank and the answer. Run: ``python -m llama_index_graphrag_milvus.bench.demo [--uri PATH]``.
 
-The sample ships with the package (`llama_index_graphrag_milvus/bench/data/musique_sample`: 20 questions of
+The sample ships with the package (`llama_index_graphrag_milvus/bench/data/musique_sample`: 15 questions of
 MuSiQue, CC BY 4.0, with their passages, distractors and the triples HippoRAG extracted, MIT; see the
 README there). The demo ingests it, shows one question where Graph RAG returns a gold passage that
 plain RAG misses, the chain of relations that led there, and then recall@k of both on every question.
@@ -186,13 +186,14 @@ def _show_recall(result: DemoResult, sample: Sample, graph_name: str) -> None:
 
 
 def run_demo(
-    uri: str, embed_model: BaseEmbedding, llm: Any = None, question_id: str = SHOWCASE, top_k: int = TOP_K
+    uri: str, embed_model: BaseEmbedding, llm: Any = None, question_id: str = SHOWCASE, top_k: int = TOP_K,
+    prefix: str = PREFIX, token: str = "",
 ) -> Tuple[DemoResult, Sample, MilvusGraphStore, GraphRAGRetriever]:
-    """Ingest the sample afresh at `uri` and retrieve every question with both retrievers; the store is
-    returned open (the caller closes it)."""
+    """Ingest the sample afresh at `uri` (collections `prefix`_*, overwritten) and retrieve every question
+    with both retrievers; the store is returned open (the caller closes it)."""
     sample = load_sample()
     start = time.perf_counter()
-    store = MilvusGraphStore(uri=uri, embed_model=embed_model, collection_prefix=PREFIX, overwrite=True)
+    store = MilvusGraphStore(uri=uri, token=token, embed_model=embed_model, collection_prefix=prefix, overwrite=True)
     try:
         GraphRAGTransform(store=store)(sample.nodes)
         ingest_s = time.perf_counter() - start
@@ -218,6 +219,8 @@ def run_demo(
 def main(argv: Optional[List[str]] = None, embed_model: Optional[BaseEmbedding] = None) -> DemoResult:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--uri", default="./graphrag_demo.db", help="Milvus Lite path or server URI")
+    parser.add_argument("--token", default="", help="Milvus server or Zilliz Cloud token")
+    parser.add_argument("--prefix", default=PREFIX, help="collection prefix, overwritten (default: %(default)s)")
     parser.add_argument("--question", default=SHOWCASE, help="the id of the sample question to show first")
     args = parser.parse_args(argv)
 
@@ -232,10 +235,12 @@ def main(argv: Optional[List[str]] = None, embed_model: Optional[BaseEmbedding] 
         embed_model = local_embed_model()
 
     print("Multi-hop questions from MuSiQue (CC BY 4.0), with the triples HippoRAG extracted from each passage.")
-    result, sample, store, retriever = run_demo(args.uri, embed_model, llm, args.question)
+    result, sample, store, retriever = run_demo(
+        args.uri, embed_model, llm, args.question, prefix=args.prefix, token=args.token
+    )
     with store:
         counts = store.count()
-        print(f"Milvus at {args.uri} (prefix {PREFIX!r}): {counts['entities']} entities, {counts['relations']} "
+        print(f"Milvus at {args.uri} (prefix {args.prefix!r}): {counts['entities']} entities, {counts['relations']} "
               f"relations, {counts['passages']} passages; ingested and embedded in {result.ingest_s:.1f} s")
         print("Embedder: all-MiniLM-L6-v2, bundled. LLM: "
               + ("OpenAI gpt-4o-mini (NER, rerank, answer)" if llm else "none (offline: graph rerank, no LLM call)"))
@@ -262,7 +267,7 @@ def main(argv: Optional[List[str]] = None, embed_model: Optional[BaseEmbedding] 
         _show_recall(result, sample, graph_name)
         print(f"\nTimes: ingest {result.ingest_s:.1f} s, {len(result.outcomes)} questions × 2 retrievers "
               f"{result.retrieve_s:.1f} s.")
-        print(f"Try another: graphrag-milvus query \"...\" --uri {args.uri} --prefix {PREFIX}  "
+        print(f"Try another: graphrag-milvus query \"...\" --uri {args.uri} --prefix {args.prefix}  "
               f"(questions in {SAMPLE}/questions.jsonl of the package data)")
     return result
 

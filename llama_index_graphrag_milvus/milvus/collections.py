@@ -143,7 +143,7 @@ class Collections:
         dim: The embedding dimension of all three.
         index_config: The vector index (Milvus `add_index` arguments).
         consistency_level: Of new collections.
-        overwrite: Drop the three collections first.
+        overwrite: Drop the store's five collections first.
         owner: The graph store that `vector_store`'s writes and deletes go through.
     """
 
