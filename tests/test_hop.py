@@ -61,6 +61,24 @@ def test_a_hub_is_not_followed(make_store, adjacency):
     assert store.linked_passages(pid["fan0"]) == []  # Fan 0 is about itself; nothing is about Town 0 or 1990
 
 
+def test_a_hub_s_further_rows_are_not_read_in_milvus_mode(make_store, monkeypatch):
+    from llama_index_graphrag_milvus.milvus import adjacency as index
+    from llama_index_graphrag_milvus.schema import entity_id
+
+    monkeypatch.setattr(index, "BUCKET", 4)  # a list of more than 4 ids continues in further rows
+    store = make_store(adjacency="milvus")
+    fans = {f"fan{i}": (f"Fan {i} of the press.", [("Two Dollar Radio", "is read by", f"Fan {i}")]) for i in range(20)}
+    pid = stored(store, {**PASSAGES, **fans})
+    read, rows = [], index.AdjacencyIndex._rows
+    monkeypatch.setattr(index.AdjacencyIndex, "_rows", lambda self, keys, fields: read.extend(keys) or rows(self, keys, fields))
+    hub = entity_id("Two Dollar Radio")
+    assert store.linked_passages(pid["grace"]) == []
+    assert f"e{hub}" in read and f"e{hub}.1" not in read  # its first row says it is a hub
+    about_the_press = {pid["radio"], *(pid[f] for f in fans)}  # each fan's one relation names it
+    assert set(store.linked_passages(pid["grace"], hub_fraction=1.0)) == about_the_press
+    assert f"e{hub}.1" in read  # not a hub at this limit: read whole
+
+
 @BACKENDS
 def test_an_entity_in_at_most_20_passages_is_never_a_hub(make_store, adjacency):
     store = make_store(adjacency=adjacency)

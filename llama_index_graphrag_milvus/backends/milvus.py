@@ -138,9 +138,12 @@ class MilvusTopics:
     def _about(self, entity_ids: Sequence[int], hubs: float) -> List[str]:
         """As `graph.about`: the passages stating a relation of an entity (not a hub), at least half of
         whose relations name it."""
-        adjacency = self.adjacency
-        rows = adjacency.index.entities(list(entity_ids), ("relation_ids", "passage_ids"), whole=True)
-        rows = {e: row for e, row in rows.items() if row.passage_count <= hubs}
+        adjacency, fields = self.adjacency, ("relation_ids", "passage_ids")
+        first = adjacency.index.entities(list(entity_ids), fields, whole=False)  # the hub rule needs no more
+        rows = {e: row for e, row in first.items() if row.passage_count <= hubs}
+        longer = [e for e, row in rows.items() if row.buckets > 1]
+        if longer:
+            rows.update(adjacency.index.entities(longer, fields, whole=True))
         states = adjacency.passage_relations(sorted({p for row in rows.values() for p in row.passages}))
         return sorted({
             pid for row in rows.values() for pid in row.passages
