@@ -191,6 +191,14 @@ def test_only_the_head_of_a_huge_question_is_read_for_names(make_store):
     assert known_names("米" * 10**6, store.has_entities) == []
 
 
+def test_one_passage_given_twice_in_a_call_states_the_triplets_of_both(make_store):
+    store = make_store()
+    first, again = node("d", "Ann met Bo.", [["Ann", "met", "Bo"]]), node("d", "Ann met Bo.", [["Bo", "knows", "Cy"]])
+    assert len(set(store.add([first, again]))) == 1  # one passage id: the same document and text
+    assert store.count() == {"entities": 3, "relations": 2, "passages": 1} == store.backend.counts()
+    assert store.add([node("d", "Ann met Bo.", [["Ann", "met", "Bo"], ["Bo", "knows", "Cy"]])]) and store.count()["relations"] == 2
+
+
 def test_a_pipeline_with_worker_processes_says_how_to_run_it(make_store):
     store = make_store()
     pipeline = IngestionPipeline(transformations=[GraphRAGTransform(store=store)])

@@ -67,11 +67,12 @@ class Writer:
         """Store checked nodes with their triplets; return the passage ids (see `MilvusGraphStore.add`)."""
         pids = [passage_id(n.ref_doc_id or n.node_id, n.get_content(MetadataMode.NONE)) for n in nodes]
         stored = self.graph.passage_relations(pids)
-        todo: Dict[str, Tuple[BaseNode, List[Triplet]]] = {}
-        for pid, node, node_triplets in zip(pids, nodes, triplets):
-            if stored.get(pid) == {t.id for t in node_triplets}:
-                continue  # stored already, with the same relations
-            todo[pid] = (node, list(node_triplets))
+        given: Dict[str, Tuple[BaseNode, Dict[int, Triplet]]] = {}
+        for pid, node, node_triplets in zip(pids, nodes, triplets):  # one passage given twice states both's
+            given.setdefault(pid, (node, {}))[1].update((t.id, t) for t in node_triplets)
+        todo = {  # not those stored already, with the same relations
+            pid: (node, list(ts.values())) for pid, (node, ts) in given.items() if stored.get(pid) != ts.keys()
+        }
         if todo:
             plan = self._plan(todo, stored)
             links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
