@@ -56,9 +56,8 @@ class MilvusGraphStore:
         embed_model: The embedding model for entity names, relation sentences and passages.
             Defaults to `Settings.embed_model` when it is set or OPENAI_API_KEY is, else to the bundled
             offline MiniLM (the `local` extra).
-        collection_prefix: The three collections are `{prefix}_entities`, `{prefix}_relations` and
-            `{prefix}_passages` (with `{prefix}_adjacency` and `{prefix}_state` beside them); stores
-            with different prefixes never see each other's rows.
+        collection_prefix: The collections are `{prefix}_entities`, `_relations`, `_passages`, `_adjacency`
+            and `_state`; stores with different prefixes never see each other's rows.
         dim: The embedding dimension; found by embedding a probe text when not given.
         batch_size: Rows per embedding call and per Milvus insert.
         index_config: The vector index of the three collections (Milvus `add_index` arguments). Defaults

@@ -52,6 +52,19 @@ class AdjacencyChange:
         relations = {k: _widened(row, self.relations.get(k)) for k, row in self.before_relations.items()}
         return entities, relations
 
+    def still_orphaned(self, fix: "AdjacencyChange") -> "AdjacencyChange":
+        """What to delete once `fix` has moved the index from this change to what the passages state:
+        this change's orphans that `fix` does not revive, and `fix`'s own."""
+        relations = {r for r, row in fix.relations.items() if row.passages}
+        entities = {e for e, row in fix.entities.items() if row.relations}
+        unlinked = {s: gone - entities for s, gone in self.unlinked.items()}
+        for s, gone in fix.unlinked.items():
+            unlinked[s] = unlinked.get(s, set()) | gone
+        return AdjacencyChange(
+            {}, {}, {}, {}, sorted(set(self.orphan_relations) - relations | set(fix.orphan_relations)),
+            sorted(set(self.orphan_entities) - entities | set(fix.orphan_entities)), unlinked,
+        )
+
 
 def _widened(before, after):
     row = before.copy()

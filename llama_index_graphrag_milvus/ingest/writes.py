@@ -196,15 +196,14 @@ class Writer:
     def _roll_back(self, plan: Optional[_Plan], change: AdjacencyChange, exc: Exception) -> None:
         """Milvus refused a write before its first passage: restore the index, delete the entities and
         relations this call added, rebuild the backend from Milvus, and raise an error that says so."""
-        try:
+
+        def restore() -> None:
             self.index.write(*change.rolled_back())
             if plan is not None:
                 self.collections.delete(RELATIONS, [r["id"] for r in plan.relations])
                 self.collections.delete(ENTITIES, [r["id"] for r in plan.entities])
-            self.graph.reset()
-            self.graph.open()
-        except Exception as again:  # pragma: no cover - Milvus unreachable
-            logger.error("Rolling back a failed write failed too (%s); re-run the call to complete it.", again)
+
+        self._repaired(restore, "Rolling back")
         raise GraphStoreError(
             f"Milvus refused the write ({exc}) before any passage was written; what this call added was "
             "deleted again and the store is as it was. Fix the cause and run the call again."
@@ -214,13 +213,14 @@ class Writer:
         """Milvus refused a write after the index, once passages may have been written or deleted: the
         passages Milvus holds stand. The index is moved from what the write planned to what they state,
         the rows no passage states any more are deleted, the backend is rebuilt, and the error says so."""
-        done = 0
-        try:
+        done: List[int] = []
+
+        def repair() -> None:
             pids = [c.passage_id for c in changes]
             held = {r["id"]: set(r["relation_ids"]) for r in self.collections.get(PASSAGES, pids, ["id", "relation_ids"])}
             moved = [PassageChange(c.passage_id, c.after, held.get(c.passage_id, set())) for c in changes]
             moved = [c for c in moved if c.before != c.after]
-            done = len(changes) - len(moved)
+            done.append(len(changes) - len(moved))
             fix = plan_adjacency(self.index, moved)
             revived = {e for e in change.orphan_entities if e in fix.entities and fix.entities[e].relations}
             if revived:  # orphans that a passage held states again: their synonym links, as Milvus holds them
@@ -229,26 +229,24 @@ class Writer:
                 links = {r["id"]: set(r["synonym_ids"]) - dead for r in rows}
                 fix = plan_adjacency(self.index, moved, new_links={e: others for e, others in links.items() if others})
             self.index.write(fix.entities, fix.relations)
-            revived_r = {r for r, row in fix.relations.items() if row.passages}
-            revived_e = {e for e, row in fix.entities.items() if row.relations}
-            unlinked = {s: gone - revived_e for s, gone in change.unlinked.items()}
-            for s, gone in fix.unlinked.items():
-                unlinked[s] = unlinked.get(s, set()) | gone
-            self._delete_orphans(AdjacencyChange(
-                {}, {}, {}, {},
-                sorted({r for r in change.orphan_relations if r not in revived_r} | set(fix.orphan_relations)),
-                sorted({e for e in change.orphan_entities if e not in revived_e} | set(fix.orphan_entities)),
-                unlinked,
-            ))
+            self._delete_orphans(change.still_orphaned(fix))
+
+        self._repaired(repair, "Reconciling")
+        raise GraphStoreError(
+            f"Milvus refused the write ({exc}) midway: {done[0] if done else 'some'} of its {len(changes)} "
+            "passages were written (or deleted) as asked and stand, and the store agrees with them; the others "
+            "are as they were. Fix the cause and run the call again to complete it."
+        ) from exc
+
+    def _repaired(self, repair: Callable[[], None], what: str) -> None:
+        """Run `repair` after a refused write, then rebuild the backend from Milvus; if Milvus refuses
+        that too, log it (the caller raises the write's error)."""
+        try:
+            repair()
             self.graph.reset()
             self.graph.open()
         except Exception as again:  # pragma: no cover - Milvus unreachable
-            logger.error("Reconciling a failed write failed too (%s); re-run the call to complete it.", again)
-        raise GraphStoreError(
-            f"Milvus refused the write ({exc}) midway: {done} of its {len(changes)} passages were written "
-            "(or deleted) as asked and stand, and the store agrees with them; the others are as they were. "
-            "Fix the cause and run the call again to complete it."
-        ) from exc
+            logger.error("%s a failed write failed too (%s); re-run the call to complete it.", what, again)
 
     def _delete_orphans(self, change: AdjacencyChange) -> None:
         self.collections.delete(RELATIONS, change.orphan_relations)
