@@ -239,7 +239,9 @@ def test_a_deadline_bounds_the_wait_on_a_client_that_retries(bernoulli_store, st
         assert "no answer within 0.3 s" in caplog.text and guard_of(llm).is_open
         asked = len(stub.calls)
         assert ranked(asyncio.run(retriever.atrace(EULER_QUESTION))) == baseline
-    assert 1 <= asked <= 2 and len(stub.calls) == asked and "rerank" not in stub.calls
+    # at most 2 requests before the deadline (none, when a loaded machine is slow to send the first one;
+    # without the deadline the client's retries send 12), and none once the breaker is open
+    assert asked <= 2 and len(stub.calls) == asked and "rerank" not in stub.calls
 
 
 # ingest ---------------------------------------------------------------------------------------
