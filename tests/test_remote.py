@@ -108,15 +108,16 @@ def test_writes_and_deletes_keep_the_index_equal_to_the_rows(make_store, adjacen
     assert counts["passages"] == 59 and counts["relations"] == len(derived[1])
 
 
-def refuse_once(store, monkeypatch, method, kind):
-    """Milvus refuses the first `method` ("upsert" or "delete") call on `kind`, then works again."""
+def refuse_once(store, monkeypatch, method, kind, nth=1):
+    """Milvus refuses the `nth` `method` ("upsert" or "delete") call on `kind`, then works again."""
     original = getattr(store.collections, method)
     refused = []
 
     def refusing(k, rows):
-        if k == kind and not refused:
+        if k == kind and len(refused) < nth:
             refused.append(k)
-            raise RuntimeError("disk full")
+            if len(refused) == nth:
+                raise RuntimeError("disk full")
         return original(k, rows)
 
     monkeypatch.setattr(store.collections, method, refusing)
@@ -150,14 +151,18 @@ def test_a_rewrite_refused_at_its_passage_leaves_the_index_true_and_runs_again_w
     assert {"e1", "e2", "e3", "e4"} <= _entity_names(store)
 
 
-def test_a_rewrite_refused_at_its_passage_keeps_the_synonym_links_of_what_the_old_version_states(make_store, monkeypatch):
+@pytest.mark.parametrize("one_call", [True, False])
+def test_a_rewrite_refused_at_its_passage_keeps_the_synonym_links_of_what_the_old_version_states(make_store, monkeypatch, one_call):
     """The write had orphaned the old version's entities (and unlinked their synonyms in the index); the
-    old version stands, so they are linked again as Milvus holds them."""
+    old version stands, so they are linked again as the index had them, both ways (entities added in
+    two calls keep the link on the later one's row only)."""
     from llama_index_graphrag_milvus.embeddings import HashEmbedding
 
     store = make_store(embed_model=HashEmbedding(1024), synonym_threshold=0.3)  # "Ann Bo" ~ "Ann Cy": 0.5
-    store.add([TextNode(id_="p", text="p", metadata={"triplets": [["Ann Bo", "met", "Zed"]]}),
-               TextNode(id_="q", text="q", metadata={"triplets": [["Ann Cy", "met", "Yul"]]})])
+    p = TextNode(id_="p", text="p", metadata={"triplets": [["Ann Bo", "met", "Zed"]]})
+    q = TextNode(id_="q", text="q", metadata={"triplets": [["Ann Cy", "met", "Yul"]]})
+    for nodes in ([p, q],) if one_call else ([p], [q]):
+        store.add(nodes)
     before = _index_as_derived(store)[1]
     assert any(synonyms for _, _, synonyms in before[0].values())
     refuse_once(store, monkeypatch, "upsert", "passages")
@@ -166,6 +171,23 @@ def test_a_rewrite_refused_at_its_passage_keeps_the_synonym_links_of_what_the_ol
     derived, stored = _index_as_derived(store)
     assert stored == before == derived
     assert _entity_names(store) == {"Ann Bo", "Zed", "Ann Cy", "Yul"}
+
+
+def test_an_entity_a_refused_rewrite_revives_drops_its_links_to_what_stays_deleted(make_store, monkeypatch):
+    from llama_index_graphrag_milvus.embeddings import HashEmbedding
+
+    store = make_store(embed_model=HashEmbedding(1024), synonym_threshold=0.3, batch_size=1)
+    store.add([TextNode(id_="p", text="p", metadata={"triplets": [["Ann Cy", "met", "Yul"]]}),
+               TextNode(id_="q", text="q", metadata={"triplets": [["Zed", "met", "Ann Bo"]]})])  # Ann Bo ~ Ann Cy
+    refuse_once(store, monkeypatch, "upsert", "passages", nth=2)  # q's new version is written, p's is not
+    with pytest.raises(GraphStoreError, match="1 of its 2 passages"):
+        store.add([TextNode(id_="q", text="q", metadata={"triplets": [["Kim", "met", "Lou"]]}),
+                   TextNode(id_="p", text="p", metadata={"triplets": [["Kim", "met", "Uma"]]})])
+    rows = store.collections.query("entities", "", ["id", "name", "synonym_ids"])
+    assert {r["name"] for r in rows} == {"Ann Cy", "Yul", "Kim", "Lou"}  # Ann Bo and Zed went with q's old version
+    assert all(not r["synonym_ids"] for r in rows)  # Ann Cy no longer names Ann Bo
+    derived, stored = _index_as_derived(store)
+    assert stored == derived
 
 
 def test_a_write_refused_before_its_passages_is_undone(make_store, monkeypatch):

@@ -57,12 +57,15 @@ class AdjacencyChange:
         this change's orphans that `fix` does not revive, and `fix`'s own."""
         relations = {r for r, row in fix.relations.items() if row.passages}
         entities = {e for e, row in fix.entities.items() if row.relations}
+        dead = set(self.orphan_entities) - entities | set(fix.orphan_entities)
         unlinked = {s: gone - entities for s, gone in self.unlinked.items()}
         for s, gone in fix.unlinked.items():
             unlinked[s] = unlinked.get(s, set()) | gone
+        for e in set(self.orphan_entities) & entities:  # revived: its own row's links to what stays dead
+            unlinked[e] = unlinked.get(e, set()) | (self.before_entities[e].synonyms & dead)
         return AdjacencyChange(
             {}, {}, {}, {}, sorted(set(self.orphan_relations) - relations | set(fix.orphan_relations)),
-            sorted(set(self.orphan_entities) - entities | set(fix.orphan_entities)), unlinked,
+            sorted(dead), unlinked,
         )
 
 

@@ -5,7 +5,9 @@ A write is planned whole first: every row built and checked, every embedding com
 so that bad input is refused before anything is written. Then it advances the store's generation in
 Milvus and writes entities, then relations, then the adjacency index, then passages (each passage with
 the ids of the relations it states), then deletes what the write orphaned. So an interrupted call never
-leaves a passage pointing at a relation that is not stored, and running it again completes it. If Milvus
+leaves a passage pointing at a relation that is not stored, and running it again writes what it had not
+(if neither the call nor its recovery below could finish, the rows it orphaned may stay: entities and
+relations that no passage states, which no retrieval returns). If Milvus
 refuses a row before the first passage is written (or deleted), the index is restored and what the call
 added deleted again: nothing of it stays. If it refuses one after, the passages written stand, and the
 index and the orphans are made to agree with the passages Milvus holds (`_reconcile`). The graph backend
@@ -223,10 +225,9 @@ class Writer:
             done.append(len(changes) - len(moved))
             fix = plan_adjacency(self.index, moved)
             revived = {e for e in change.orphan_entities if e in fix.entities and fix.entities[e].relations}
-            if revived:  # orphans that a passage held states again: their synonym links, as Milvus holds them
+            if revived:  # orphans that a passage held states again: their synonym links, as the index had them
                 dead = set(change.orphan_entities) - revived | set(fix.orphan_entities)
-                rows = self.collections.get(ENTITIES, sorted(revived), ["id", "synonym_ids"])
-                links = {r["id"]: set(r["synonym_ids"]) - dead for r in rows}
+                links = {e: change.before_entities[e].synonyms - dead for e in revived}
                 fix = plan_adjacency(self.index, moved, new_links={e: others for e, others in links.items() if others})
             self.index.write(fix.entities, fix.relations)
             self._delete_orphans(change.still_orphaned(fix))
@@ -246,7 +247,8 @@ class Writer:
             self.graph.reset()
             self.graph.open()
         except Exception as again:  # pragma: no cover - Milvus unreachable
-            logger.error("%s a failed write failed too (%s); re-run the call to complete it.", what, again)
+            logger.error("%s a failed write failed too (%s); re-run the call to write what it had not (rows it "
+                         "orphaned may stay, stated by no passage).", what, again)
 
     def _delete_orphans(self, change: AdjacencyChange) -> None:
         self.collections.delete(RELATIONS, change.orphan_relations)
