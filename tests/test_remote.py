@@ -190,6 +190,19 @@ def test_an_entity_a_refused_rewrite_revives_drops_its_links_to_what_stays_delet
     assert stored == derived
 
 
+def test_an_entity_a_refused_rewrite_revives_keeps_the_link_the_write_gave_it_to_a_new_entity(make_store, monkeypatch):
+    from llama_index_graphrag_milvus.embeddings import HashEmbedding
+
+    store = make_store(embed_model=HashEmbedding(1024), synonym_threshold=0.3, batch_size=1)
+    store.add([TextNode(id_="p", text="p", metadata={"triplets": [["Ann Di", "met", "Zed"]]})])
+    refuse_once(store, monkeypatch, "upsert", "passages", nth=2)  # q is written, p's new version is not
+    with pytest.raises(GraphStoreError, match="1 of its 2 passages"):
+        store.add([TextNode(id_="q", text="q", metadata={"triplets": [["Ann Bo", "met", "Kim"]]}),  # Ann Bo ~ Ann Di
+                   TextNode(id_="p", text="p", metadata={"triplets": [["Lou", "met", "Uma"]]})])
+    derived, stored = _index_as_derived(store)
+    assert stored == derived and any(synonyms for _, _, synonyms in stored[0].values())
+
+
 def test_a_write_refused_before_its_passages_is_undone(make_store, monkeypatch):
     store = make_store()
     GraphRAGTransform(store=store)(random_corpus())

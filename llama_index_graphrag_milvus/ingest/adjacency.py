@@ -62,7 +62,7 @@ class AdjacencyChange:
         for s, gone in fix.unlinked.items():
             unlinked[s] = unlinked.get(s, set()) | gone
         for e in set(self.orphan_entities) & entities:  # revived: its own row's links to what stays dead
-            unlinked[e] = unlinked.get(e, set()) | (self.before_entities[e].synonyms & dead)
+            unlinked[e] = unlinked.get(e, set()) | (self.entities[e].synonyms & dead)
         return AdjacencyChange(
             {}, {}, {}, {}, sorted(set(self.orphan_relations) - relations | set(fix.orphan_relations)),
             sorted(dead), unlinked,

@@ -225,9 +225,9 @@ class Writer:
             done.append(len(changes) - len(moved))
             fix = plan_adjacency(self.index, moved)
             revived = {e for e in change.orphan_entities if e in fix.entities and fix.entities[e].relations}
-            if revived:  # orphans that a passage held states again: their synonym links, as the index had them
-                dead = set(change.orphan_entities) - revived | set(fix.orphan_entities)
-                links = {e: change.before_entities[e].synonyms - dead for e in revived}
+            if revived:  # orphans a passage held states again: the synonym links the write's plan gave them
+                dead = set(change.orphan_entities) - revived | set(fix.orphan_entities)  # (stored and new ones)
+                links = {e: change.entities[e].synonyms - dead for e in revived}
                 fix = plan_adjacency(self.index, moved, new_links={e: others for e, others in links.items() if others})
             self.index.write(fix.entities, fix.relations)
             self._delete_orphans(change.still_orphaned(fix))
