@@ -20,10 +20,12 @@ import collections
 import copy
 import json
 import time
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
+from unittest import mock
 
-from benchmarks.scale.common import open_store, remove_db
+from benchmarks.scale.common import Stopwatch, open_store, remove_db
 from benchmarks.scale.corpus import make_corpus
 from llama_index_graphrag_milvus import GraphRAGTransform
 from llama_index_graphrag_milvus.ingest import adjacency as planner
@@ -37,77 +39,57 @@ COPIES: Dict[str, Callable[[Dict[int, Any]], Dict[int, Any]]] = {
 }
 
 
-class _Timer:
-    """Wraps functions to add their wall time (and the index rows and ids written) to counters."""
+#: The steps timed: (owner, attribute, name).
+STEPS = (
+    (writes, "plan_adjacency", "plan_adjacency"),
+    (index.AdjacencyIndex, "write", "index.write"),
+    (writes.Writer, "_plan", "rows and embeddings"),
+    (writes.Writer, "_written", "all writes"),
+)
 
-    def __init__(self) -> None:
-        self.seconds: collections.Counter = collections.Counter()
-        self.counts: collections.Counter = collections.Counter()
-        self._undo: List[Callable[[], None]] = []
 
-    def wrap(self, owner: Any, name: str, key: str) -> None:
-        original = getattr(owner, name)
+def _instrumented(stack: ExitStack, watch: Stopwatch, counts: collections.Counter, variant: str) -> None:
+    """Time the steps into `watch`, count the index rows and ids written into `counts`, and copy the
+    planner's rows as `variant` does, until `stack` closes."""
+    for owner, attribute, name in STEPS:
+        stack.enter_context(mock.patch.object(owner, attribute, watch.wrap(name, getattr(owner, attribute))))
+    bucketed = index._bucketed
 
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.seconds[key] += time.perf_counter() - start
+    def counted(rows, gone, key_of, key, had, lists, *rest):
+        counts["index rows"] += 1
+        counts["index ids"] += sum(len(values) for values in lists)
+        return bucketed(rows, gone, key_of, key, had, lists, *rest)
 
-        setattr(owner, name, timed)
-        self._undo.append(lambda: setattr(owner, name, original))
-
-    def count_rows(self) -> None:
-        original = index._bucketed
-
-        def counted(rows, gone, key_of, key, had, lists, *rest):
-            self.counts["index rows"] += 1
-            self.counts["index ids"] += sum(len(values) for values in lists)
-            return original(rows, gone, key_of, key, had, lists, *rest)
-
-        index._bucketed = counted
-        self._undo.append(lambda: setattr(index, "_bucketed", original))
-
-    def undo(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+    stack.enter_context(mock.patch.object(index, "_bucketed", counted))
+    stack.enter_context(mock.patch.object(planner, "_copied", COPIES[variant]))
 
 
 def ingest(size: int, db: Path, variant: str, node_batch: int = 1000) -> Dict[str, Any]:
     """One whole ingest into a fresh store; each batch's seconds, step seconds and index rows."""
     corpus = make_corpus(size)
-    timer = _Timer()
-    timer.wrap(writes, "plan_adjacency", "plan_adjacency")
-    timer.wrap(index.AdjacencyIndex, "write", "index.write")
-    timer.wrap(writes.Writer, "_plan", "rows and embeddings")
-    timer.wrap(writes.Writer, "_written", "all writes")
-    timer.count_rows()
-    original_copy, planner._copied = planner._copied, COPIES[variant]
-    remove_db(db)
-    store = open_store(db, overwrite=True, batch_size=256)
     batches = []
-    try:
+    remove_db(db)
+    with ExitStack() as stack:
+        watch, counts = Stopwatch(), collections.Counter()
+        _instrumented(stack, watch, counts, variant)
+        store = open_store(db, overwrite=True, batch_size=256)
+        stack.callback(remove_db, db)
+        stack.callback(store.close)
         transform = GraphRAGTransform(store=store, text_links=False)
         for start in range(0, corpus.n_passages, node_batch):
             stop = min(start + node_batch, corpus.n_passages)
             nodes = [corpus.node(p) for p in range(start, stop)]
-            timer.seconds.clear()
-            timer.counts.clear()
+            watch.seconds.clear()
+            counts.clear()
             began = time.perf_counter()
             transform(nodes)
             batches.append({
                 "seconds": round(time.perf_counter() - began, 3),
                 "relations": corpus.relations_stated_by(stop) - corpus.relations_stated_by(start),
-                **{k: round(v, 3) for k, v in timer.seconds.items()}, **timer.counts,
+                **{k: round(v, 3) for k, v in watch.seconds.items()}, **counts,
             })
-    finally:
-        store.close()
-        planner._copied = original_copy
-        timer.undo()
-        remove_db(db)
     total = sum(b["seconds"] for b in batches)
-    steps = {k: round(sum(b.get(k, 0) for b in batches), 2) for k in ("plan_adjacency", "index.write", "rows and embeddings", "all writes")}
+    steps = {name: round(sum(b.get(name, 0) for b in batches), 2) for _, _, name in STEPS}
     return {"variant": variant, "size": size, "seconds": round(total, 2), "relations_per_s": round(size / total),
             "step_seconds": steps, "batches": batches}
 
