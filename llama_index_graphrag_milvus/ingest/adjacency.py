@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Sequence, Set, Tuple
 
 from llama_index_graphrag_milvus.milvus.adjacency import EMPTY_ROW, AdjacencyIndex, EntityRow, RelationRow, from_columns
-from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, BUCKET, PASSAGES, RELATIONS
+from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, BUCKET, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.snapshot import read_columns
 
 logger = logging.getLogger(__name__)
@@ -131,17 +131,15 @@ def _move_passage(change: PassageChange, relations: Dict[int, RelationRow], enti
     relation a passage states."""
     pid = change.passage_id
     known_before = [relations[r] for r in change.before if r in relations]
-    known_after = [relations[r] for r in change.after if r in relations]
+    known_after = {r: relations[r] for r in change.after if r in relations}
     for r in change.before - change.after:
         if r in relations:
             relations[r].passages.discard(pid)
-    for r in change.after:
-        if r in relations:  # a relation stated is on both its entities, new or not (a repair if it was not)
-            row = relations[r]
-            row.passages.add(pid)
-            entities[row.subject].relations.add(r)
-            entities[row.object].relations.add(r)
-    ends_after = {e for row in known_after for e in (row.subject, row.object)}
+    for r, row in known_after.items():  # a relation stated is on both its entities (a repair if it was not)
+        row.passages.add(pid)
+        entities[row.subject].relations.add(r)
+        entities[row.object].relations.add(r)
+    ends_after = {e for row in known_after.values() for e in (row.subject, row.object)}
     for e in {e for row in known_before for e in (row.subject, row.object)} - ends_after:
         entities[e].passages.discard(pid)
     for e in ends_after:
@@ -191,6 +189,6 @@ def ensure_index(index: AdjacencyIndex) -> None:
     mark_built(collections)
 
 
-def mark_built(collections) -> None:
+def mark_built(collections: Collections) -> None:
     """Say that the store's adjacency index is whole."""
     collections.upsert(ADJACENCY, [{**EMPTY_ROW, "id": BUILT}])

@@ -215,37 +215,39 @@ class Writer:
         """Milvus refused a write after the index, once passages may have been written or deleted: the
         passages Milvus holds stand. The index is moved from what the write planned to what they state,
         the rows no passage states any more are deleted, the backend is rebuilt, and the error says so."""
-        done: List[int] = []
 
-        def repair() -> None:
+        def repair() -> int:
             pids = [c.passage_id for c in changes]
             held = {r["id"]: set(r["relation_ids"]) for r in self.collections.get(PASSAGES, pids, ["id", "relation_ids"])}
             moved = [PassageChange(c.passage_id, c.after, held.get(c.passage_id, set())) for c in changes]
             moved = [c for c in moved if c.before != c.after]
-            done.append(len(changes) - len(moved))
-            fix = plan_adjacency(self.index, moved)
-            revived = {e for e in change.orphan_entities if e in fix.entities and fix.entities[e].relations}
-            if revived:  # orphans a passage held states again: the synonym links the write's plan gave them
-                dead = set(change.orphan_entities) - revived | set(fix.orphan_entities)  # (stored and new ones)
-                links = {e: change.entities[e].synonyms - dead for e in revived}
-                fix = plan_adjacency(self.index, moved, new_links={e: others for e, others in links.items() if others})
+            # the write's orphans that a passage held states again get back the synonym links its plan gave
+            # them (stored and new ones); links to what stays orphaned are dropped as the fix plans it
+            stated = {e for c in moved for r in c.after if r in change.relations
+                      for e in (change.relations[r].subject, change.relations[r].object)}
+            revived = set(change.orphan_entities) & stated
+            links = {e: change.entities[e].synonyms - (set(change.orphan_entities) - revived) for e in revived}
+            fix = plan_adjacency(self.index, moved, new_links={e: others for e, others in links.items() if others})
             self.index.write(fix.entities, fix.relations)
             self._delete_orphans(change.still_orphaned(fix))
+            return len(changes) - len(moved)
 
-        self._repaired(repair, "Reconciling")
+        done = self._repaired(repair, "Reconciling")
         raise GraphStoreError(
-            f"Milvus refused the write ({exc}) midway: {done[0] if done else 'some'} of its {len(changes)} "
+            f"Milvus refused the write ({exc}) midway: {'some' if done is None else done} of its {len(changes)} "
             "passages were written (or deleted) as asked and stand, and the store agrees with them; the others "
             "are as they were. Fix the cause and run the call again to complete it."
         ) from exc
 
-    def _repaired(self, repair: Callable[[], None], what: str) -> None:
-        """Run `repair` after a refused write, then rebuild the backend from Milvus; if Milvus refuses
-        that too, log it (the caller raises the write's error)."""
+    def _repaired(self, repair: Callable[[], Any], what: str) -> Any:
+        """Run `repair` after a refused write, then rebuild the backend from Milvus, and return what
+        `repair` returned; if Milvus refuses that too, log it and return None (the caller raises the
+        write's error)."""
         try:
-            repair()
+            done = repair()
             self.graph.reset()
             self.graph.open()
+            return done
         except Exception as again:  # pragma: no cover - Milvus unreachable
             logger.error("%s a failed write failed too (%s); re-run the call to write what it had not (rows it "
                          "orphaned may stay, stated by no passage).", what, again)
