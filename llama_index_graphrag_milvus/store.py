@@ -29,7 +29,7 @@ from llama_index_graphrag_milvus.backends.choice import ADJACENCY_MODES, open_ba
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import ensure_index
-from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, checked
+from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, PASSAGE_FIELDS, checked
 from llama_index_graphrag_milvus.ingest.writes import Writer
 from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
@@ -43,7 +43,6 @@ __all__ = ["DEFAULT_URI", "MAX_PASSAGE_BYTES", "GraphStoreError", "MilvusGraphSt
 logger = logging.getLogger(__name__)
 
 DEFAULT_URI = "./graphrag_milvus.db"
-_PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
 
 
 class MilvusGraphStore:
@@ -163,8 +162,10 @@ class MilvusGraphStore:
         """Store passage nodes with their triplets (by default, those in their metadata); return the
         passage ids.
 
-        Idempotent: a passage already stored with the same relations is skipped, and known entities and
-        relations are not embedded again. Writes go entities, then relations, then passages, so that an
+        Idempotent: a passage already stored as given (the same relations, metadata and source document;
+        the same embedding, when the node carries one) is skipped; one whose metadata alone changed is
+        written again, embedded again, with the graph untouched. Known entities and relations are not
+        embedded again. Writes go entities, then relations, then passages, so that an
         interrupted call never leaves a passage pointing at a relation that is not stored.
         """
         nodes, triplets = checked(nodes, triplets)
@@ -242,7 +243,7 @@ class MilvusGraphStore:
 
     def search_passages(self, vector: Sequence[float], top_k: int) -> List[NodeWithScore]:
         """Plain dense retrieval of passages by Milvus' own search (the vector RAG baseline)."""
-        hits = self.collections.search(PASSAGES, [vector], top_k, fields=_PASSAGE_FIELDS)[0]
+        hits = self.collections.search(PASSAGES, [vector], top_k, fields=PASSAGE_FIELDS)[0]
         return [NodeWithScore(node=_to_node(row), score=score) for _, score, row in hits]
 
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
@@ -274,7 +275,7 @@ class MilvusGraphStore:
 
     def get_passages(self, passage_ids: Sequence[str]) -> Dict[str, BaseNode]:
         """Passage nodes by passage id, as they were ingested (node id, text and metadata)."""
-        return {row["id"]: _to_node(row) for row in self.collections.get(PASSAGES, list(passage_ids), _PASSAGE_FIELDS)}
+        return {row["id"]: _to_node(row) for row in self.collections.get(PASSAGES, list(passage_ids), PASSAGE_FIELDS)}
 
     # closing ------------------------------------------------------------------------------------
     def close(self) -> None:

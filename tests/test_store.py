@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 
-from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError, Triplet
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
 
@@ -41,6 +41,52 @@ def test_running_the_pipeline_twice_changes_no_row_count(make_store):
     before = store.count()
     ingest(store)  # SentenceSplitter gives new random node ids; passage ids come from content
     assert store.count() == before
+
+
+EULER = "Euler studied under Johann Bernoulli in Basel."
+STUDIED = [Triplet("Leonhard Euler", "studied under", "Johann Bernoulli")]
+
+
+def chunk(**kwargs):
+    """A chunk of document "euler" as a splitter gives it: a new random node id on every run."""
+    return TextNode(text=EULER, relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="euler")}, **kwargs)
+
+
+def upserted(store, monkeypatch):
+    """The collections each later upsert writes to, in order."""
+    kinds, upsert = [], store.collections.upsert
+    monkeypatch.setattr(store.collections, "upsert", lambda kind, rows: (kinds.append(kind), upsert(kind, rows))[1])
+    return kinds
+
+
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_the_same_passage_with_new_metadata_is_stored_and_embedded_again_alone(make_store, hash_embed, monkeypatch, adjacency):
+    store = make_store(adjacency=adjacency)
+    [pid] = store.add([chunk(metadata={"source": "v1"})], [STUDIED])
+    kinds = upserted(store, monkeypatch)
+    store.add([chunk(metadata={"source": "v1"})], [STUDIED])  # a new node id, the same content
+    assert kinds == []
+
+    renewed = chunk(metadata={"source": "v2"})
+    assert store.add([renewed], [STUDIED]) == [pid]
+    assert kinds == ["passages"]  # the graph is untouched
+    assert store.get_passages([pid])[pid].metadata == {"source": "v2"}
+    vector = hash_embed.get_text_embedding(renewed.get_content(MetadataMode.EMBED))  # the metadata is embedded
+    assert store.passage_similarities(vector, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
+    assert store.count() == {"entities": 2, "relations": 1, "passages": 1}
+
+
+def test_a_new_embedding_a_node_carries_replaces_the_stored_one(make_store, monkeypatch):
+    store = make_store()
+    first, second = np.eye(64)[0].tolist(), np.eye(64)[1].tolist()
+    [pid] = store.add([chunk(embedding=first)], [STUDIED])
+    kinds = upserted(store, monkeypatch)
+    store.add([chunk(embedding=first)], [STUDIED])
+    assert kinds == []
+    store.add([chunk(embedding=second)], [STUDIED])
+    assert kinds == ["passages"]
+    assert store.passage_similarities(second, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
+    assert store.search_passages(second, 1)[0].node.get_content() == EULER
 
 
 def test_a_second_store_on_the_same_path_retrieves_the_same_passages(make_store, tmp_path):

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from llama_index_graphrag_milvus.ingest.extract import given_triplets
@@ -26,6 +26,11 @@ logger = logging.getLogger(__name__)
 MAX_PASSAGE_BYTES = 65_535
 #: The longest document id (the `doc_id` VARCHAR), in UTF-8 bytes.
 MAX_DOC_ID_BYTES = 65_535
+#: The fields of a passage row that give back its node.
+PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
+#: What a stored node holds that is not its content: a splitter draws new node ids on every run.
+_NOT_CONTENT = ("id_", "embedding")
+_SOURCE = NodeRelationship.SOURCE.value  # the one relationship compared (it records the document's hash)
 
 
 def checked(
@@ -77,6 +82,27 @@ def passage_row(pid: str, node: BaseNode, triplets: Sequence[Triplet]) -> Dict[s
     except ValueError as exc:
         raise _refused(node, f"its metadata is not JSON ({exc})", "replace NaN/Infinity values") from None
     return row
+
+
+def needs_rewrite(row: Dict[str, Any], stored: Optional[Dict[str, Any]], embedding: Optional[List[float]]) -> bool:
+    """Whether a passage that states the relations stored for it must be written again: it is not stored,
+    or its row (`passage_row`) differs from the `stored` one in metadata, in its source document (and
+    its hash), or in anything else the node renders its text with (templates, excluded keys, node
+    type), or the node carries an `embedding` other than the stored one. Node ids and the links to
+    other chunks are not compared."""
+    if stored is None:
+        return True
+    if embedding is not None and not np.allclose(np.asarray(stored["embedding"], np.float32),
+                                                 np.asarray(embedding, np.float32), rtol=0, atol=1e-6):
+        return True
+    return _content(row) != _content(stored)
+
+
+def _content(row: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
+    node = json.loads(row["_node_content"])
+    content = {key: value for key, value in node.items() if key not in _NOT_CONTENT}
+    content["relationships"] = (node.get("relationships") or {}).get(_SOURCE)
+    return row.get("_node_type"), content
 
 
 def _check_text(node: BaseNode, what: str, value: str) -> None:

@@ -27,7 +27,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index_graphrag_milvus.backends.base import GraphBackend, Written
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, mark_built, plan_adjacency
-from llama_index_graphrag_milvus.ingest.rows import checked_vectors, embed, passage_row
+from llama_index_graphrag_milvus.ingest.rows import PASSAGE_FIELDS, checked_vectors, embed, needs_rewrite, passage_row
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.filters import id_filter
@@ -45,7 +45,6 @@ class _Plan:
     entities: List[Dict[str, Any]] = field(default_factory=list)  # rows, with embeddings and synonym links
     relations: List[Dict[str, Any]] = field(default_factory=list)
     passages: List[Dict[str, Any]] = field(default_factory=list)
-    replaced: List[str] = field(default_factory=list)  # passages stored before, written again
     changes: List[PassageChange] = field(default_factory=list)
 
 
@@ -72,9 +71,8 @@ class Writer:
         given: Dict[str, Tuple[BaseNode, Dict[int, Triplet]]] = {}
         for pid, node, node_triplets in zip(pids, nodes, triplets):  # one passage given twice states both's
             given.setdefault(pid, (node, {}))[1].update((t.id, t) for t in node_triplets)
-        todo = {  # not those stored already, with the same relations
-            pid: (node, list(ts.values())) for pid, (node, ts) in given.items() if stored.get(pid) != ts.keys()
-        }
+        todo = {pid: (node, list(ts.values())) for pid, (node, ts) in given.items() if stored.get(pid) != ts.keys()}
+        todo.update(self._changed({pid: g for pid, g in given.items() if pid not in todo}))
         if todo:
             plan = self._plan(todo, stored)
             links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
@@ -137,16 +135,26 @@ class Writer:
         try:
             done = passages()
         except Exception as exc:
-            self._reconcile(changes, change, exc)
+            self._reconcile(changes, change, exc, len(plan.passages) - len(changes) if plan else 0)
         self.graph.apply(done)
         self.graph.written(generation)
 
     # planning ---------------------------------------------------------------------------------
+    def _changed(self, same: Dict[str, Tuple[BaseNode, Dict[int, Triplet]]]) -> Dict[str, Tuple[BaseNode, List[Triplet]]]:
+        """Of passages stored with the relations they state, those stored with other metadata, or with
+        another embedding than their node carries: they are written again (one read of their rows)."""
+        if not same:
+            return {}
+        carried = any(node.embedding is not None for node, _ in same.values())
+        rows = {r["id"]: r for r in self.collections.get(PASSAGES, list(same), PASSAGE_FIELDS + ["embedding"] * carried)}
+        return {pid: (node, list(ts.values())) for pid, (node, ts) in same.items()
+                if needs_rewrite(passage_row(pid, node, list(ts.values())), rows.get(pid), node.embedding)}
+
     def _plan(self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Optional[Set[int]]]) -> _Plan:
         """Build, embed and check every row of the write; nothing is written."""
         plan = _Plan(passages=[passage_row(pid, node, ts) for pid, (node, ts) in todo.items()])
-        plan.replaced = [pid for pid in todo if stored.get(pid) is not None]
-        plan.changes = [PassageChange(pid, stored.get(pid) or set(), {t.id for t in ts}) for pid, (_, ts) in todo.items()]
+        moves = [PassageChange(pid, stored.get(pid) or set(), {t.id for t in ts}) for pid, (_, ts) in todo.items()]
+        plan.changes = [c for c in moves if c.before != c.after]  # not those only written for their metadata
         entities: Dict[int, str] = {}
         relations: Dict[int, Triplet] = {}
         for _, node_triplets in todo.values():
@@ -159,7 +167,7 @@ class Writer:
         new_entities = {e: n for (e, n), known in zip(entities.items(), known_entities) if not known}
         new_relations = [t for t, known in zip(relations.values(), known_relations) if not known]
         vectors = self._embed(list(new_entities.values()), "entity names")
-        synonyms = self._synonyms(list(new_entities), vectors)
+        synonyms = synonym_links(self.search, self.synonym_threshold, list(new_entities), vectors)
         plan.entities = [
             {"id": e, "name": name, "embedding": vector.tolist(), "synonym_ids": synonyms.get(e, [])}
             for (e, name), vector in zip(new_entities.items(), vectors)
@@ -211,10 +219,11 @@ class Writer:
             "deleted again and the store is as it was. Fix the cause and run the call again."
         ) from exc
 
-    def _reconcile(self, changes: List[PassageChange], change: AdjacencyChange, exc: Exception) -> None:
+    def _reconcile(self, changes: List[PassageChange], change: AdjacencyChange, exc: Exception, restated: int) -> None:
         """Milvus refused a write after the index, once passages may have been written or deleted: the
         passages Milvus holds stand. The index is moved from what the write planned to what they state,
-        the rows no passage states any more are deleted, the backend is rebuilt, and the error says so."""
+        the rows no passage states any more are deleted, the backend is rebuilt, and the error says so
+        (and that the `restated` passages, written again for their metadata alone, may be old or new)."""
 
         def repair() -> int:
             pids = [c.passage_id for c in changes]
@@ -236,7 +245,8 @@ class Writer:
         raise GraphStoreError(
             f"Milvus refused the write ({exc}) midway: {'some' if done is None else done} of its {len(changes)} "
             "passages were written (or deleted) as asked and stand, and the store agrees with them; the others "
-            "are as they were. Fix the cause and run the call again to complete it."
+            f"are as they were{f' ({restated} more, written again for new metadata, may be either)' if restated else ''}. "
+            "Fix the cause and run the call again to complete it."
         ) from exc
 
     def _repaired(self, repair: Callable[[], Any], what: str) -> Any:
@@ -273,24 +283,26 @@ class Writer:
     def _embed(self, texts: List[str], what: str) -> np.ndarray:
         return embed(self.embed_model, texts, self.dim, self.batch_size, what)
 
-    def _synonyms(self, entity_ids: List[int], vectors: np.ndarray) -> Dict[int, List[int]]:
-        """Links from new entities to the entities, stored or new, whose embedding is within
-        `synonym_threshold` (cosine): "Leonhard Euler" ~ "leonhard euler" ~ "L. Euler"."""
-        if self.synonym_threshold is None or len(entity_ids) == 0:
-            return {}
-        threshold = self.synonym_threshold
-        found: Dict[int, Dict[int, float]] = {e: {} for e in entity_ids}
-        for eid, hits in zip(entity_ids, self.search.similar_entities(vectors, threshold, MAX_SYNONYMS + 1)):
-            found[eid].update((other, score) for other, score in hits.items() if other != eid)
-        unit = unit_rows(vectors)
-        for start in range(0, len(entity_ids), 1024):  # among the new entities, block by block
-            sims = unit[start : start + 1024] @ unit.T
-            rows, cols = np.nonzero(sims >= threshold)
-            for i, j in zip(rows.tolist(), cols.tolist()):
-                if start + i != j:
-                    found[entity_ids[start + i]][entity_ids[j]] = float(sims[i, j])
-        return {
-            e: [other for other, _ in sorted(links.items(), key=lambda kv: -kv[1])[:MAX_SYNONYMS]]
-            for e, links in found.items()
-            if links
-        }
+
+def synonym_links(
+    search: VectorSearch, threshold: Optional[float], entity_ids: List[int], vectors: np.ndarray
+) -> Dict[int, List[int]]:
+    """Links from new entities to the entities, stored or new, whose embedding is within
+    `threshold` (cosine): "Leonhard Euler" ~ "leonhard euler" ~ "L. Euler"."""
+    if threshold is None or len(entity_ids) == 0:
+        return {}
+    found: Dict[int, Dict[int, float]] = {e: {} for e in entity_ids}
+    for eid, hits in zip(entity_ids, search.similar_entities(vectors, threshold, MAX_SYNONYMS + 1)):
+        found[eid].update((other, score) for other, score in hits.items() if other != eid)
+    unit = unit_rows(vectors)
+    for start in range(0, len(entity_ids), 1024):  # among the new entities, block by block
+        sims = unit[start : start + 1024] @ unit.T
+        rows, cols = np.nonzero(sims >= threshold)
+        for i, j in zip(rows.tolist(), cols.tolist()):
+            if start + i != j:
+                found[entity_ids[start + i]][entity_ids[j]] = float(sims[i, j])
+    return {
+        e: [other for other, _ in sorted(links.items(), key=lambda kv: -kv[1])[:MAX_SYNONYMS]]
+        for e, links in found.items()
+        if links
+    }
