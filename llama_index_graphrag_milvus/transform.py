@@ -27,7 +27,7 @@ from llama_index_graphrag_milvus.llm.guard import guard_of
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
-from llama_index_graphrag_milvus.schema import Triplet, passage_id
+from llama_index_graphrag_milvus.schema import Triplet
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class GraphRAGTransform(TransformComponent):
             self._extracted(nodes, triplets, todo, extractor([nodes[i] for i in todo]))
         linked = self._with_text_links(nodes, triplets, todo, fallback)
         self._report(nodes, triplets, linked, todo, fallback)
-        self._write(nodes, linked)
+        self.store.add(nodes, linked)  # a passage whose metadata (its pending mark) alone changed too
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
@@ -173,7 +173,7 @@ class GraphRAGTransform(TransformComponent):
             self._extracted(nodes, triplets, todo, await extractor.acall([nodes[i] for i in todo]))
         linked = await asyncio.to_thread(self._with_text_links, nodes, triplets, todo, fallback)
         self._report(nodes, triplets, linked, todo, fallback)
-        await asyncio.to_thread(self._write, nodes, linked)
+        await self.store.aadd(nodes, linked)
         return nodes
 
     def _given(self, nodes: Sequence[BaseNode]) -> List[Optional[List[Triplet]]]:
@@ -200,12 +200,6 @@ class GraphRAGTransform(TransformComponent):
         linked, added = with_text_links(nodes, triplets, skip, own)
         _count(self._built, "text links", [new for new in added if new])
         return linked
-
-    def _write(self, nodes: Sequence[BaseNode], triplets: List[List[Triplet]]) -> None:
-        stale = _stale_marks(self.store, nodes, triplets)
-        if stale:
-            self.store.delete_passages(stale)
-        self.store.add(nodes, triplets)
 
     def _extracted(
         self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int], out: Any
@@ -296,20 +290,6 @@ def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[Li
 def count_pending(store: MilvusGraphStore) -> int:
     """The store's passages whose LLM extraction failed and awaits another try (marked pending)."""
     return int(store.collections.query(PASSAGES, PENDING_FILTER, ["count(*)"])[0]["count(*)"])
-
-
-def _stale_marks(store: MilvusGraphStore, nodes: Sequence[BaseNode], triplets: List[List[Triplet]]) -> List[str]:
-    """The stored passages whose pending mark differs from their node's while their relations are the
-    same: the store rewrites a passage only when its relations change, so these are deleted first, to be
-    written whole. Only nodes that went through LLM extraction carry a mark."""
-    marked = [i for i, node in enumerate(nodes) if PENDING_KEY in node.metadata]
-    if not marked:
-        return []
-    pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE)) for i in marked}
-    relations = store.backend.passage_relations(list(pids.values()))
-    same = {i: pid for i, pid in pids.items() if relations.get(pid) == {t.id for t in triplets[i]}}
-    rows = store.get_passages(list(same.values())) if same else {}
-    return [pid for i, pid in same.items() if pid in rows and is_pending(rows[pid]) != is_pending(nodes[i])]
 
 
 def _fallback_report(nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], fallback: List[int]) -> str:
