@@ -188,15 +188,16 @@ class GraphRAGIndex:
         included, count too). Unchanged documents are left alone: nothing is embedded or written, except
         their pending passages (those holding the no-LLM extractor's triplets because the LLM call
         failed), which alone are extracted again when the graph step has an LLM; their new triplets
-        replace the old (the text's links, with `text_links`, stay beside them). A changed document is
-        deleted (`store.delete`) and its new passages written. The steps before the graph write run on
+        replace the old (the text's links, with `text_links`, stay beside them). A changed document's
+        passages are written (the store writes only those whose text, relations or metadata changed, and
+        embeds only what is new), then the stored passages its new split no longer gives are deleted:
+        readers see the old document or the new, never neither. The steps before the graph write run on
         every document to compare (cheap for a splitter; a KG extractor there runs too).
         """
         nodes_of = self._split(documents)
         states = [self._stored_state(doc, nodes_of.get(doc.doc_id, [])) for doc in documents]
         todo = [doc for doc, state in zip(documents, states) if state is None]
-        for doc in todo:
-            self.store.delete(doc.doc_id)
+        gone = [pid for doc in todo for pid in self._gone(doc, nodes_of.get(doc.doc_id, []))]
         nodes = [node for doc in todo for node in nodes_of.get(doc.doc_id, [])]
         nodes += [
             mark_pending(node)  # so that the transform asks the LLM again
@@ -207,6 +208,7 @@ class GraphRAGIndex:
         ]
         if nodes:
             self.transform(nodes)
+        self.store.delete_passages(gone)
         return [state is None or bool(state) for state in states]
 
     # helpers ------------------------------------------------------------------------------------
@@ -230,6 +232,11 @@ class GraphRAGIndex:
         for document in documents:
             exclude_from_content(document, self.transform.triplets_key)
         return list(documents)
+
+    def _gone(self, document: Document, nodes: Sequence[BaseNode]) -> Set[str]:
+        """The document's stored passages that its new split (`nodes`) no longer gives."""
+        kept = {passage_id(document.doc_id, node.get_content(MetadataMode.NONE)) for node in nodes}
+        return set(self.store.passage_ids(document.doc_id)) - kept
 
     def _stored_state(self, document: Document, nodes: Sequence[BaseNode]) -> Optional[Set[str]]:
         """None when the document is new or changed (see `refresh_ref_docs`); else the ids of its pending

@@ -145,6 +145,36 @@ def test_insert_delete_and_refresh(make_store):
     assert len(store.passage_ids(ANSWER_DOC_ID)) == 1 and store.passage_ids("new")
 
 
+def test_refreshing_a_document_whose_metadata_alone_changed_writes_its_passages_over_in_place(make_store):
+    embed = CountingEmbedding(dim=64)
+    store = make_store(embed_model=embed)
+    docs = bernoulli_documents()
+    index = GraphRAGIndex.from_documents(docs, store=store)
+    counts, before, pids = store.count(), embed.embedded, store.passage_ids(ANSWER_DOC_ID)
+
+    docs[2].metadata["edition"] = "2nd"
+    assert index.refresh_ref_docs(docs) == [False, False, True, False, False]
+    assert embed.embedded - before == len(pids)  # its passages (their metadata is embedded), no entity or relation
+    assert store.count() == counts and store.passage_ids(ANSWER_DOC_ID) == pids
+    assert {n.metadata["edition"] for n in store.get_passages(pids).values()} == {"2nd"}
+    assert index.refresh_ref_docs(docs) == [False] * 5  # the passages record the document's new hash
+
+
+def test_refreshing_a_document_with_one_chunk_edited_writes_that_chunk_and_dates_the_other(make_store):
+    store = make_store()
+    euler = "Leonhard Euler was born in Basel. He studied under Johann Bernoulli there."
+    doc = Document(id_="two", text=euler + "\n\n\nDaniel Bernoulli wrote Hydrodynamica in Strasbourg.")
+    index = GraphRAGIndex.from_documents([doc], store=store, transformations=[SentenceSplitter(chunk_size=24, chunk_overlap=0)])
+    [kept] = [pid for pid, n in store.get_passages(store.passage_ids("two")).items() if n.text == euler]
+
+    edited = Document(id_="two", text=euler + "\n\n\nDaniel Bernoulli wrote Hydrodynamica in Basel.")
+    assert index.refresh_ref_docs([edited]) == [True]
+    passages = store.get_passages(store.passage_ids("two"))
+    assert sorted(n.text for n in passages.values()) == sorted([euler, "Daniel Bernoulli wrote Hydrodynamica in Basel."])
+    assert passages[kept].source_node.hash == edited.hash  # the unchanged chunk is dated to the new version
+    assert index.refresh_ref_docs([edited]) == [False]
+
+
 def test_a_deleted_document_comes_back_when_ingested_again(make_store):
     """The transform writes as a side effect: a transformation cache hit would skip the write."""
     store = make_store()
