@@ -159,13 +159,11 @@ class MilvusGraphStore:
 
     # writing ------------------------------------------------------------------------------------
     def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
-        """Store passage nodes with their triplets (by default, those in their metadata); return the
-        passage ids.
+        """Store passage nodes with their triplets (by default, those in their metadata); return their ids.
 
-        Idempotent: a passage already stored as given (the same relations, metadata and source document;
-        the same embedding, when the node carries one) is skipped; one whose metadata alone changed is
-        written again, embedded again, with the graph untouched. Known entities and relations are not
-        embedded again. Writes go entities, then relations, then passages, so that an
+        Idempotent: a passage stored as given (relations, metadata, source, carried embedding) is skipped;
+        one whose metadata alone changed is written and embedded again alone. Known entities and
+        relations are not embedded again. Writes go entities, then relations, then passages, so that an
         interrupted call never leaves a passage pointing at a relation that is not stored.
         """
         nodes, triplets = checked(nodes, triplets)
