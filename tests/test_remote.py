@@ -124,6 +124,21 @@ def refuse_once(store, monkeypatch, method, kind, nth=1):
     return refused
 
 
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_a_metadata_rewrite_refused_says_so_and_runs_again(make_store, monkeypatch, adjacency):
+    store = make_store(adjacency=adjacency)
+    stated = {"triplets": [["e1", "r1", "e2"]]}
+    [pid] = store.add([TextNode(id_="m", text="m 1", metadata={**stated, "v": 1})])
+    count = store.count()
+    refuse_once(store, monkeypatch, "upsert", "passages")
+    renewed = TextNode(id_="m", text="m 1", metadata={**stated, "v": 2})
+    with pytest.raises(GraphStoreError, match="disk full.*midway: the graph is as it was; the 1 passages it wrote again"):
+        store.add([renewed])
+    assert store.get_passages([pid])[pid].metadata["v"] == 1 and store.count() == count
+    store.add([renewed])
+    assert store.get_passages([pid])[pid].metadata["v"] == 2 and store.count() == count
+
+
 def _entity_names(store):
     return {row["name"] for row in store.collections.query("entities", "", ["name"])}
 

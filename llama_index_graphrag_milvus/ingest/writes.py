@@ -242,12 +242,11 @@ class Writer:
             return len(changes) - len(moved)
 
         done = self._repaired(repair, "Reconciling")
-        raise GraphStoreError(
-            f"Milvus refused the write ({exc}) midway: {'some' if done is None else done} of its {len(changes)} "
-            "passages were written (or deleted) as asked and stand, and the store agrees with them; the others "
-            f"are as they were{f' ({restated} more, written again for new metadata, may be either)' if restated else ''}. "
-            "Fix the cause and run the call again to complete it."
-        ) from exc
+        said = (f"{'some' if done is None else done} of its {len(changes)} passages were written (or deleted) as "
+                "asked and stand, and the store agrees with them; the others are as they were") if changes else "the graph is as it was"
+        if restated:
+            said += f"; the {restated} passages it wrote again for new metadata alone may hold the old or the new"
+        raise GraphStoreError(f"Milvus refused the write ({exc}) midway: {said}. Fix the cause and run the call again to complete it.") from exc
 
     def _repaired(self, repair: Callable[[], Any], what: str) -> Any:
         """Run `repair` after a refused write, then rebuild the backend from Milvus, and return what
