@@ -195,9 +195,10 @@ class GraphRAGIndex:
         every document to compare (cheap for a splitter; a KG extractor there runs too).
         """
         nodes_of = self._split(documents)
-        states = [self._stored_state(doc, nodes_of.get(doc.doc_id, [])) for doc in documents]
+        stored = self._stored([doc.doc_id for doc in documents])
+        states = [self._stored_state(doc, nodes_of.get(doc.doc_id, []), stored.get(doc.doc_id, {})) for doc in documents]
         todo = [doc for doc, state in zip(documents, states) if state is None]
-        gone = [pid for doc in todo for pid in self._gone(doc, nodes_of.get(doc.doc_id, []))]
+        gone = [pid for doc in todo for pid in set(stored.get(doc.doc_id, {})) - _passage_ids(doc, nodes_of)]
         nodes = [node for doc in todo for node in nodes_of.get(doc.doc_id, [])]
         nodes += [
             mark_pending(node)  # so that the transform asks the LLM again
@@ -233,20 +234,21 @@ class GraphRAGIndex:
             exclude_from_content(document, self.transform.triplets_key)
         return list(documents)
 
-    def _gone(self, document: Document, nodes: Sequence[BaseNode]) -> Set[str]:
-        """The document's stored passages that its new split (`nodes`) no longer gives."""
-        kept = {passage_id(document.doc_id, node.get_content(MetadataMode.NONE)) for node in nodes}
-        return set(self.store.passage_ids(document.doc_id)) - kept
+    def _stored(self, document_ids: Sequence[str]) -> Dict[str, Dict[str, BaseNode]]:
+        """The documents' stored passages as nodes, by document id, then passage id (batched reads)."""
+        pids = self.store.documents_passage_ids(document_ids)
+        nodes = self.store.get_passages([p for found in pids.values() for p in found])
+        return {doc: {p: nodes[p] for p in found if p in nodes} for doc, found in pids.items()}
 
-    def _stored_state(self, document: Document, nodes: Sequence[BaseNode]) -> Optional[Set[str]]:
+    def _stored_state(self, document: Document, nodes: Sequence[BaseNode], stored: Dict[str, BaseNode]) -> Optional[Set[str]]:
         """None when the document is new or changed (see `refresh_ref_docs`); else the ids of its pending
-        passages to extract again (none unless the graph step extracts with an LLM)."""
-        stored = set(self.store.passage_ids(document.doc_id))
+        passages to extract again (none unless the graph step extracts with an LLM). `stored`: its stored
+        passages' nodes by passage id."""
         texts = [node.get_content(MetadataMode.NONE) for node in nodes]
-        if not stored or stored != {passage_id(document.doc_id, t) for t in texts if t.strip()}:
+        if not stored or set(stored) != {passage_id(document.doc_id, t) for t in texts if t.strip()}:
             return None
         pending = set()
-        for pid, node in self.store.get_passages(sorted(stored)).items():
+        for pid, node in stored.items():
             source = node.source_node
             if source is not None and source.hash and source.hash != document.hash:
                 return None
@@ -256,6 +258,11 @@ class GraphRAGIndex:
 
     def __repr__(self) -> str:
         return f"GraphRAGIndex(store={self.store!r}, llm={type(self.llm).__name__ if self.llm else None})"
+
+
+def _passage_ids(document: Document, nodes_of: Dict[str, List[BaseNode]]) -> Set[str]:
+    """The ids of the passages a document's split gives."""
+    return {passage_id(document.doc_id, node.get_content(MetadataMode.NONE)) for node in nodes_of.get(document.doc_id, [])}
 
 
 def _document_of(node: BaseNode) -> str:

@@ -142,10 +142,7 @@ class MilvusGraphStore:
         rows and for `IngestionPipeline(vector_store=...)` (its writes and deletes come here)."""
         return self.collections.vector_store
 
-    @property
-    def client(self):
-        """The `MilvusClient` (None once closed)."""
-        return self.collections.client
+    client = property(lambda self: self.collections.client, doc="The `MilvusClient` (None once closed).")
 
     #: The names of the three collections.
     entities_collection = property(lambda self: self.collections.names[ENTITIES])
@@ -177,8 +174,7 @@ class MilvusGraphStore:
             self._writer.delete(ref_doc_id)
 
     def delete_passages(self, passage_ids: Sequence[str]) -> None:
-        """Delete passages by id (`passage_ids`), the relations no other passage states, and the entities
-        left with no relation."""
+        """Delete passages by id, the relations no other passage states, and entities left with none."""
         with self._write_lock:
             self._writer.delete_passages(passage_ids)
 
@@ -213,7 +209,11 @@ class MilvusGraphStore:
 
     def passage_ids(self, ref_doc_id: str) -> List[str]:
         """The ids of a document's stored passages (`passage_id(ref_doc_id, text)` of each)."""
-        return self._writer.passages_of(ref_doc_id)
+        return self.documents_passage_ids([ref_doc_id]).get(ref_doc_id, [])
+
+    def documents_passage_ids(self, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
+        """`passage_ids` of many documents at once, by document id (documents with none are left out)."""
+        return self._writer.passages_of(ref_doc_ids)
 
     def has_entities(self, entity_ids: Sequence[int]) -> np.ndarray:
         """Whether each entity id is stored."""

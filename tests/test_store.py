@@ -89,6 +89,16 @@ def test_a_new_embedding_a_node_carries_replaces_the_stored_one(make_store, monk
     assert store.search_passages(second, 1)[0].node.get_content() == EULER
 
 
+def test_the_passage_ids_of_many_documents_come_by_document(make_store):
+    store = make_store()
+    nodes = [TextNode(text=f"passage {i}", relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"doc {i % 150}")})
+             for i in range(300)]
+    store.add(nodes, [[] for _ in nodes])
+    found = store.documents_passage_ids([f"doc {i}" for i in range(151)])  # in two queries; "doc 150" has none
+    assert sorted(found) == sorted(f"doc {i}" for i in range(150)) and {len(p) for p in found.values()} == {2}
+    assert sorted(found["doc 7"]) == sorted(store.passage_ids("doc 7"))
+
+
 def test_a_second_store_on_the_same_path_retrieves_the_same_passages(make_store, tmp_path):
     uri = str(tmp_path / "reopen.db")
     first = make_store(uri=uri)

@@ -85,7 +85,7 @@ class Writer:
     def delete(self, ref_doc_id: str) -> None:
         """Delete a document: its passages, the relations no other passage states, and the entities left
         with no relation."""
-        self.delete_passages(self.passages_of(ref_doc_id))
+        self.delete_passages(self.passages_of([ref_doc_id]).get(ref_doc_id, []))
 
     def delete_passages(self, pids: Sequence[str]) -> None:
         """Delete passages by id, and what only they supported."""
@@ -116,9 +116,13 @@ class Writer:
         self.graph.reset()
         self.graph.written(generation)
 
-    def passages_of(self, ref_doc_id: str) -> List[str]:
-        """The ids of a document's stored passages."""
-        return [r["id"] for r in self.collections.query(PASSAGES, id_filter([ref_doc_id], "doc_id"), ["id"])]
+    def passages_of(self, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
+        """The ids of the documents' stored passages, by document id (one query per 100 documents)."""
+        found: Dict[str, List[str]] = {}
+        for batch in chunked(list(dict.fromkeys(ref_doc_ids)), 100):
+            for row in self.collections.query(PASSAGES, id_filter(batch, "doc_id"), ["id", "doc_id"]):
+                found.setdefault(row["doc_id"], []).append(row["id"])
+        return found
 
     def _written(
         self, before_passages: Callable[[], None], passages: Callable[[], Written], plan: Optional[_Plan],
