@@ -189,8 +189,8 @@ class GraphRAGIndex:
         their pending passages (those holding the no-LLM extractor's triplets because the LLM call
         failed), which alone are extracted again when the graph step has an LLM; their new triplets
         replace the old (the text's links, with `text_links`, stay beside them). A changed document's
-        passages are written (the store writes only those whose text, relations or metadata changed, and
-        embeds only what is new), then the stored passages its new split no longer gives are deleted:
+        passages are written (every one records the document's new hash; a passage whose embedded text
+        is unchanged keeps its vector, and only new entities and relations are embedded), then the stored passages its new split no longer gives are deleted:
         readers see the old document or the new, never neither. The steps before the graph write run on
         every document to compare (cheap for a splitter; a KG extractor there runs too).
         """

@@ -159,8 +159,8 @@ class MilvusGraphStore:
         """Store passage nodes with their triplets (by default, those in their metadata); return their ids.
 
         Idempotent: a passage stored as given (relations, metadata, source, carried embedding) is skipped;
-        one whose metadata alone changed is written and embedded again alone. Known entities and
-        relations are not embedded again. Writes go entities, then relations, then passages, so that an
+        one whose metadata alone changed is written again alone (embedded if its embedded text changed).
+        Known entities and relations are not embedded again. Writes go entities, then relations, then passages, so that an
         interrupted call never leaves a passage pointing at a relation that is not stored.
         """
         nodes, triplets = checked(nodes, triplets)

@@ -18,13 +18,16 @@ class CountingEmbedding(HashEmbedding):
     """A hash embedding that counts the texts it embeds."""
 
     embedded: int = 0
+    texts: List[str] = []
 
     def _get_text_embedding(self, text: str) -> List[float]:
         self.embedded += 1
+        self.texts.append(text)
         return super()._get_text_embedding(text)
 
     def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
         self.embedded += len(texts)
+        self.texts.extend(texts)
         return super()._get_text_embeddings(texts)
 
 
@@ -161,14 +164,17 @@ def test_refreshing_a_document_whose_metadata_alone_changed_writes_its_passages_
 
 
 def test_refreshing_a_document_with_one_chunk_edited_writes_that_chunk_and_dates_the_other(make_store):
-    store = make_store()
+    embed = CountingEmbedding(dim=64)
+    store = make_store(embed_model=embed)
     euler = "Leonhard Euler was born in Basel. He studied under Johann Bernoulli there."
     doc = Document(id_="two", text=euler + "\n\n\nDaniel Bernoulli wrote Hydrodynamica in Strasbourg.")
     index = GraphRAGIndex.from_documents([doc], store=store, transformations=[SentenceSplitter(chunk_size=24, chunk_overlap=0)])
     [kept] = [pid for pid, n in store.get_passages(store.passage_ids("two")).items() if n.text == euler]
 
     edited = Document(id_="two", text=euler + "\n\n\nDaniel Bernoulli wrote Hydrodynamica in Basel.")
+    embed.texts.clear()
     assert index.refresh_ref_docs([edited]) == [True]
+    assert "Daniel Bernoulli wrote Hydrodynamica in Basel." in embed.texts and euler not in embed.texts  # its vector is kept
     passages = store.get_passages(store.passage_ids("two"))
     assert sorted(n.text for n in passages.values()) == sorted([euler, "Daniel Bernoulli wrote Hydrodynamica in Basel."])
     assert passages[kept].source_node.hash == edited.hash  # the unchanged chunk is dated to the new version

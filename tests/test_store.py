@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters, VectorStoreQuery
 from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError, Triplet
@@ -76,6 +77,26 @@ def test_the_same_passage_with_new_metadata_is_stored_and_embedded_again_alone(m
     assert store.count() == {"entities": 2, "relations": 1, "passages": 1}
 
 
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_a_metadata_key_dropped_on_a_rewrite_no_longer_matches_filters(make_store, hash_embed, adjacency):
+    """Milvus keeps a dynamic field that an upsert leaves out: a dropped key must be cleared."""
+    store = make_store(adjacency=adjacency)
+
+    def tagged(value):
+        query = VectorStoreQuery(query_embedding=hash_embed.get_text_embedding(EULER), similarity_top_k=5,
+                                 filters=MetadataFilters(filters=[ExactMatchFilter(key="tag", value=value)]))
+        return [n.metadata for n in store.vector_store.query(query).nodes]
+
+    [pid] = store.add([chunk(metadata={"tag": "secret", "v": 1})], [STUDIED])
+    store.add([chunk(metadata={"tag": "public", "v": 2})], [STUDIED])
+    assert tagged("secret") == [] and tagged("public") == [{"tag": "public", "v": 2}]
+    store.add([chunk(metadata={"v": 3})], [STUDIED])  # the same relations: the metadata alone
+    assert tagged("public") == []
+    store.add([chunk(metadata={"tag": "public"})], [STUDIED])
+    store.add([chunk(metadata={})], [[*STUDIED, Triplet("Leonhard Euler", "lived in", "Basel")]])  # new relations too
+    assert tagged("public") == [] and store.get_passages([pid])[pid].metadata == {}
+
+
 def test_a_new_embedding_a_node_carries_replaces_the_stored_one(make_store, monkeypatch):
     store = make_store()
     first, second = np.eye(64)[0].tolist(), np.eye(64)[1].tolist()
@@ -87,6 +108,13 @@ def test_a_new_embedding_a_node_carries_replaces_the_stored_one(make_store, monk
     assert kinds == ["passages"]
     assert store.passage_similarities(second, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
     assert store.search_passages(second, 1)[0].node.get_content() == EULER
+
+
+def test_a_carried_embedding_of_another_dimension_on_a_stored_passage_is_refused_with_the_fix(make_store):
+    store = make_store()
+    store.add([chunk()], [STUDIED])
+    with pytest.raises(GraphStoreError, match=r"dimension \[32\].*Use the model the store was built with"):
+        store.add([chunk(embedding=[0.1] * 32)], [STUDIED])
 
 
 def test_the_passage_ids_of_many_documents_come_by_document(make_store):

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship
-from llama_index.core.vector_stores.utils import node_to_metadata_dict
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from llama_index_graphrag_milvus.ingest.extract import given_triplets
 from llama_index_graphrag_milvus.errors import GraphStoreError
@@ -28,8 +28,8 @@ MAX_PASSAGE_BYTES = 65_535
 MAX_DOC_ID_BYTES = 65_535
 #: The fields of a passage row that give back its node.
 PASSAGE_FIELDS = ["id", "text", "_node_content", "_node_type"]
-#: What a stored node holds that is not its content: a splitter draws new node ids on every run.
-_NOT_CONTENT = ("id_", "embedding")
+#: What a stored node holds that is not compared (relationships: only the source one is, in `_content`).
+_NOT_CONTENT = ("id_", "embedding", "relationships")
 _SOURCE = NodeRelationship.SOURCE.value  # the one relationship compared (it records the document's hash)
 
 
@@ -85,23 +85,37 @@ def passage_row(pid: str, node: BaseNode, triplets: Sequence[Triplet]) -> Dict[s
 
 
 def needs_rewrite(row: Dict[str, Any], stored: Optional[Dict[str, Any]], embedding: Optional[List[float]]) -> bool:
-    """Whether a passage that states the relations stored for it must be written again: it is not stored,
-    or its row (`passage_row`) differs from the `stored` one in metadata, in its source document (and
-    its hash), or in anything else the node renders its text with (templates, excluded keys, node
-    type), or the node carries an `embedding` other than the stored one. Node ids and the links to
-    other chunks are not compared."""
+    """Whether a passage given again with the relations stored for it must be written again: its new row
+    (`passage_row`) differs from the `stored` one (None: not stored) in metadata, in its source document
+    (and that document's hash), or in anything else its node renders its text with (templates, excluded
+    keys, node type); or its node carries an `embedding` other than the stored one. Node ids and the
+    links to other chunks are not compared (a splitter draws new ones on every run)."""
     if stored is None:
         return True
-    if embedding is not None and not np.allclose(np.asarray(stored["embedding"], np.float32),
-                                                 np.asarray(embedding, np.float32), rtol=0, atol=1e-6):
-        return True
+    if embedding is not None:
+        old, new = np.asarray(stored["embedding"], np.float32), np.asarray(embedding, np.float32)
+        if old.shape != new.shape or not np.allclose(old, new, rtol=0, atol=1e-6):
+            return True  # (a wrong dimension is then refused with the embeddings' check)
     return _content(row) != _content(stored)
+
+
+def embedded_text(stored: Dict[str, Any]) -> str:
+    """The text a stored passage row's embedding is of (the text and metadata its node embeds)."""
+    return metadata_dict_to_node(stored, text=stored["text"]).get_content(MetadataMode.EMBED)
+
+
+def dropped_keys(row: Dict[str, Any], stored: Optional[Dict[str, Any]]) -> Dict[str, None]:
+    """The metadata keys the `stored` row of a passage has and its new `row` lacks, as None: Milvus keeps
+    a dynamic field an upsert leaves out, so a key dropped from a node's metadata would still match filters."""
+    if stored is None:
+        return {}
+    return {key: None for key in json.loads(stored["_node_content"]).get("metadata") or {} if key not in row}
 
 
 def _content(row: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
     node = json.loads(row["_node_content"])
     content = {key: value for key, value in node.items() if key not in _NOT_CONTENT}
-    content["relationships"] = (node.get("relationships") or {}).get(_SOURCE)
+    content["source"] = (node.get("relationships") or {}).get(_SOURCE)
     return row.get("_node_type"), content
 
 

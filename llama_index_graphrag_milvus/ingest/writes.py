@@ -27,7 +27,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index_graphrag_milvus.backends.base import GraphBackend, Written
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, mark_built, plan_adjacency
-from llama_index_graphrag_milvus.ingest.rows import PASSAGE_FIELDS, checked_vectors, embed, needs_rewrite, passage_row
+from llama_index_graphrag_milvus.ingest.rows import PASSAGE_FIELDS, checked_vectors, dropped_keys, embed, embedded_text, needs_rewrite, passage_row
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.filters import id_filter
@@ -71,10 +71,13 @@ class Writer:
         given: Dict[str, Tuple[BaseNode, Dict[int, Triplet]]] = {}
         for pid, node, node_triplets in zip(pids, nodes, triplets):  # one passage given twice states both's
             given.setdefault(pid, (node, {}))[1].update((t.id, t) for t in node_triplets)
-        todo = {pid: (node, list(ts.values())) for pid, (node, ts) in given.items() if stored.get(pid) != ts.keys()}
-        todo.update(self._changed({pid: g for pid, g in given.items() if pid not in todo}))
+        held = self._held([pid for pid in given if pid in stored])
+        todo = {  # not those stored already as given: the same relations, metadata and carried embedding
+            pid: (node, list(ts.values())) for pid, (node, ts) in given.items()
+            if stored.get(pid) != ts.keys() or needs_rewrite(passage_row(pid, node, list(ts.values())), held.get(pid), node.embedding)
+        }
         if todo:
-            plan = self._plan(todo, stored)
+            plan = self._plan(todo, stored, held)
             links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
             ends = {r["id"]: (r["subject_id"], r["object_id"]) for r in plan.relations}
             change = plan_adjacency(self.index, plan.changes, ends, links)
@@ -144,19 +147,18 @@ class Writer:
         self.graph.written(generation)
 
     # planning ---------------------------------------------------------------------------------
-    def _changed(self, same: Dict[str, Tuple[BaseNode, Dict[int, Triplet]]]) -> Dict[str, Tuple[BaseNode, List[Triplet]]]:
-        """Of passages stored with the relations they state, those stored with other metadata, or with
-        another embedding than their node carries: they are written again (one read of their rows)."""
-        if not same:
-            return {}
-        carried = any(node.embedding is not None for node, _ in same.values())
-        rows = {r["id"]: r for r in self.collections.get(PASSAGES, list(same), PASSAGE_FIELDS + ["embedding"] * carried)}
-        return {pid: (node, list(ts.values())) for pid, (node, ts) in same.items()
-                if needs_rewrite(passage_row(pid, node, list(ts.values())), rows.get(pid), node.embedding)}
+    def _held(self, pids: List[str]) -> Dict[str, Dict[str, Any]]:
+        """The stored rows of passages given again, with their embeddings (one batched read)."""
+        return {r["id"]: r for r in self.collections.get(PASSAGES, pids, [*PASSAGE_FIELDS, "embedding"])} if pids else {}
 
-    def _plan(self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Optional[Set[int]]]) -> _Plan:
-        """Build, embed and check every row of the write; nothing is written."""
+    def _plan(
+        self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Set[int]], held: Dict[str, Dict[str, Any]]
+    ) -> _Plan:
+        """Build, embed and check every row of the write (`held`: the stored rows of the passages written
+        again); nothing is written."""
         plan = _Plan(passages=[passage_row(pid, node, ts) for pid, (node, ts) in todo.items()])
+        for row in plan.passages:
+            row.update(dropped_keys(row, held.get(row["id"])))
         moves = [PassageChange(pid, stored.get(pid) or set(), {t.id for t in ts}) for pid, (_, ts) in todo.items()]
         plan.changes = [c for c in moves if c.before != c.after]  # not those only written for their metadata
         entities: Dict[int, str] = {}
@@ -185,13 +187,15 @@ class Writer:
             }
             for t, vector in zip(new_relations, relation_vectors)
         ]
-        nodes = [node for node, _ in todo.values()]
-        missing = [i for i, node in enumerate(nodes) if node.embedding is None]
+        nodes, rows = [node for node, _ in todo.values()], [held.get(pid) for pid in todo]
+        kept = {i: rows[i]["embedding"] for i, node in enumerate(nodes)  # stored for the text it would embed
+                if node.embedding is None and rows[i] is not None and embedded_text(rows[i]) == node.get_content(MetadataMode.EMBED)}
+        missing = [i for i, node in enumerate(nodes) if node.embedding is None and i not in kept]
         embedded = dict(zip(missing, self._embed([nodes[i].get_content(MetadataMode.EMBED) for i in missing], "passages")))
-        given = [nodes[i].embedding for i in range(len(nodes)) if i not in embedded]
+        given = [node.embedding for node in nodes if node.embedding is not None]
         checked_vectors(given, len(given), self.dim, "passages (node.embedding)", self.embed_model)
         for i, row in enumerate(plan.passages):
-            row["embedding"] = embedded[i].tolist() if i in embedded else list(nodes[i].embedding)
+            row["embedding"] = embedded[i].tolist() if i in embedded else list(kept.get(i, nodes[i].embedding))
         return plan
 
     # writing ----------------------------------------------------------------------------------
