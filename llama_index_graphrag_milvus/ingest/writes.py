@@ -253,7 +253,7 @@ class Writer:
         said = (f"{'some' if done is None else done} of its {len(changes)} passages were written (or deleted) as "
                 "asked and stand, and the store agrees with them; the others are as they were") if changes else "the graph is as it was"
         if restated:
-            said += f"; the {restated} passages it wrote again for new metadata alone may hold the old or the new"
+            said += f"; passages written again for new metadata alone ({restated}) may hold the old or the new"
         raise GraphStoreError(f"Milvus refused the write ({exc}) midway: {said}. Fix the cause and run the call again to complete it.") from exc
 
     def _repaired(self, repair: Callable[[], Any], what: str) -> Any:
