@@ -190,15 +190,16 @@ class GraphRAGIndex:
         failed), which alone are extracted again when the graph step has an LLM; their new triplets
         replace the old (the text's links, with `text_links`, stay beside them). A changed document's
         passages are written (every one records the document's new hash; a passage whose embedded text
-        is unchanged keeps its vector, and only new entities and relations are embedded), then the stored passages its new split no longer gives are deleted:
-        readers see the old document or the new, never neither. The steps before the graph write run on
+        is unchanged keeps its vector, and only new entities and relations are embedded), then the
+        stored passages its new split no longer gives are deleted: readers see the old document or the
+        new, never neither. The steps before the graph write run on
         every document to compare (cheap for a splitter; a KG extractor there runs too).
         """
         nodes_of = self._split(documents)
         stored = self._stored([doc.doc_id for doc in documents])
         states = [self._stored_state(doc, nodes_of.get(doc.doc_id, []), stored.get(doc.doc_id, {})) for doc in documents]
         todo = [doc for doc, state in zip(documents, states) if state is None]
-        gone = [pid for doc in todo for pid in set(stored.get(doc.doc_id, {})) - _passage_ids(doc, nodes_of)]
+        gone = [pid for doc in todo for pid in set(stored.get(doc.doc_id, {})) - _passage_ids(doc, nodes_of.get(doc.doc_id, []))]
         nodes = [node for doc in todo for node in nodes_of.get(doc.doc_id, [])]
         nodes += [
             mark_pending(node)  # so that the transform asks the LLM again
@@ -244,8 +245,7 @@ class GraphRAGIndex:
         """None when the document is new or changed (see `refresh_ref_docs`); else the ids of its pending
         passages to extract again (none unless the graph step extracts with an LLM). `stored`: its stored
         passages' nodes by passage id."""
-        texts = [node.get_content(MetadataMode.NONE) for node in nodes]
-        if not stored or set(stored) != {passage_id(document.doc_id, t) for t in texts if t.strip()}:
+        if not stored or set(stored) != _passage_ids(document, nodes):
             return None
         pending = set()
         for pid, node in stored.items():
@@ -260,9 +260,10 @@ class GraphRAGIndex:
         return f"GraphRAGIndex(store={self.store!r}, llm={type(self.llm).__name__ if self.llm else None})"
 
 
-def _passage_ids(document: Document, nodes_of: Dict[str, List[BaseNode]]) -> Set[str]:
-    """The ids of the passages a document's split gives."""
-    return {passage_id(document.doc_id, node.get_content(MetadataMode.NONE)) for node in nodes_of.get(document.doc_id, [])}
+def _passage_ids(document: Document, nodes: Sequence[BaseNode]) -> Set[str]:
+    """The ids of the passages a document's split (`nodes`) gives (the store skips nodes with no text)."""
+    texts = [node.get_content(MetadataMode.NONE) for node in nodes]
+    return {passage_id(document.doc_id, text) for text in texts if text.strip()}
 
 
 def _document_of(node: BaseNode) -> str:

@@ -160,8 +160,8 @@ class MilvusGraphStore:
 
         Idempotent: a passage stored as given (relations, metadata, source, carried embedding) is skipped;
         one whose metadata alone changed is written again alone (embedded if its embedded text changed).
-        Known entities and relations are not embedded again. Writes go entities, then relations, then passages, so that an
-        interrupted call never leaves a passage pointing at a relation that is not stored.
+        Known entities and relations are not embedded again. Writes go entities, then relations, then
+        passages, so that an interrupted call never leaves a passage pointing at a relation not stored.
         """
         nodes, triplets = checked(nodes, triplets)
         with self._write_lock:

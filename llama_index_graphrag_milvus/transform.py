@@ -160,7 +160,7 @@ class GraphRAGTransform(TransformComponent):
             self._extracted(nodes, triplets, todo, extractor([nodes[i] for i in todo]))
         linked = self._with_text_links(nodes, triplets, todo, fallback)
         self._report(nodes, triplets, linked, todo, fallback)
-        self.store.add(nodes, linked)  # a passage whose metadata (its pending mark) alone changed too
+        self.store.add(nodes, linked)  # it also rewrites a passage whose pending mark alone changed
         return nodes
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:

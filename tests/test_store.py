@@ -56,7 +56,12 @@ def chunk(**kwargs):
 def upserted(store, monkeypatch):
     """The collections each later upsert writes to, in order."""
     kinds, upsert = [], store.collections.upsert
-    monkeypatch.setattr(store.collections, "upsert", lambda kind, rows: (kinds.append(kind), upsert(kind, rows))[1])
+
+    def recording(kind, rows):
+        kinds.append(kind)
+        return upsert(kind, rows)
+
+    monkeypatch.setattr(store.collections, "upsert", recording)
     return kinds
 
 

@@ -72,12 +72,13 @@ class Writer:
         for pid, node, node_triplets in zip(pids, nodes, triplets):  # one passage given twice states both's
             given.setdefault(pid, (node, {}))[1].update((t.id, t) for t in node_triplets)
         held = self._held([pid for pid in given if pid in stored])
+        rows = {pid: passage_row(pid, node, list(ts.values())) for pid, (node, ts) in given.items()}
         todo = {  # not those stored already as given: the same relations, metadata and carried embedding
             pid: (node, list(ts.values())) for pid, (node, ts) in given.items()
-            if stored.get(pid) != ts.keys() or needs_rewrite(passage_row(pid, node, list(ts.values())), held.get(pid), node.embedding)
+            if stored.get(pid) != ts.keys() or needs_rewrite(rows[pid], held.get(pid), node.embedding)
         }
         if todo:
-            plan = self._plan(todo, stored, held)
+            plan = self._plan(todo, stored, held, rows)
             links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
             ends = {r["id"]: (r["subject_id"], r["object_id"]) for r in plan.relations}
             change = plan_adjacency(self.index, plan.changes, ends, links)
@@ -152,11 +153,12 @@ class Writer:
         return {r["id"]: r for r in self.collections.get(PASSAGES, pids, [*PASSAGE_FIELDS, "embedding"])} if pids else {}
 
     def _plan(
-        self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Set[int]], held: Dict[str, Dict[str, Any]]
+        self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Set[int]],
+        held: Dict[str, Dict[str, Any]], rows: Dict[str, Dict[str, Any]],
     ) -> _Plan:
         """Build, embed and check every row of the write (`held`: the stored rows of the passages written
-        again); nothing is written."""
-        plan = _Plan(passages=[passage_row(pid, node, ts) for pid, (node, ts) in todo.items()])
+        again; `rows`: the passages' rows, checked, without embeddings); nothing is written."""
+        plan = _Plan(passages=[rows[pid] for pid in todo])
         for row in plan.passages:
             row.update(dropped_keys(row, held.get(row["id"])))
         moves = [PassageChange(pid, stored.get(pid) or set(), {t.id for t in ts}) for pid, (_, ts) in todo.items()]
@@ -187,9 +189,9 @@ class Writer:
             }
             for t, vector in zip(new_relations, relation_vectors)
         ]
-        nodes, rows = [node for node, _ in todo.values()], [held.get(pid) for pid in todo]
-        kept = {i: rows[i]["embedding"] for i, node in enumerate(nodes)  # stored for the text it would embed
-                if node.embedding is None and rows[i] is not None and embedded_text(rows[i]) == node.get_content(MetadataMode.EMBED)}
+        nodes, olds = [node for node, _ in todo.values()], [held.get(pid) for pid in todo]
+        kept = {i: olds[i]["embedding"] for i, node in enumerate(nodes)  # stored for the text it would embed
+                if node.embedding is None and olds[i] is not None and embedded_text(olds[i]) == node.get_content(MetadataMode.EMBED)}
         missing = [i for i, node in enumerate(nodes) if node.embedding is None and i not in kept]
         embedded = dict(zip(missing, self._embed([nodes[i].get_content(MetadataMode.EMBED) for i in missing], "passages")))
         given = [node.embedding for node in nodes if node.embedding is not None]
