@@ -28,6 +28,7 @@ from typing import Any, Dict, List
 from llama_index.core.schema import Document
 
 from llama_index_graphrag_milvus import GraphRAGIndex, MilvusGraphStore
+from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique"
@@ -49,18 +50,8 @@ class Counting(HashEmbedding):
 
 
 def documents() -> List[Document]:
-    triples = {}
-    with open(DATA / "triples.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            triples[row["id"]] = row.get("triples", [])
-    docs = []
-    with open(DATA / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            metadata = {"title": row.get("title", ""), "triplets": triples.get(row["id"], [])}
-            docs.append(Document(id_=row["id"], text=row["text"], metadata=metadata))
-    return docs
+    """MuSiQue's passages as documents, each with its title and triplets in metadata."""
+    return [Document(id_=n.node_id, text=n.text, metadata=dict(n.metadata)) for n in load_dataset(DATA).nodes]
 
 
 def run(way: str, every: int, db: Path) -> Dict[str, Any]:
