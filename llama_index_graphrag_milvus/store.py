@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
+from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -25,7 +25,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood
-from llama_index_graphrag_milvus.backends.choice import ADJACENCY_MODES, open_backend
+from llama_index_graphrag_milvus.backends.choice import check_settings, open_backend
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import ensure_index
@@ -35,6 +35,7 @@ from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
 from llama_index_graphrag_milvus.milvus.filters import milvus_literal
+from llama_index_graphrag_milvus.milvus.search import VectorSearch
 from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
 from llama_index_graphrag_milvus.schema import ScoredEntity, Triplet
 
@@ -59,29 +60,23 @@ class MilvusGraphStore:
             and `_state`; stores with different prefixes never see each other's rows.
         dim: The embedding dimension; found by embedding a probe text when not given.
         batch_size: Rows per embedding call and per Milvus insert.
-        index_config: The vector index of the three collections (Milvus `add_index` arguments). Defaults
-            to FLAT (exact) on Milvus Lite, whose HNSW loses hits in filtered search, and to AUTOINDEX on
-            a server.
+        index_config: The vector index of the three collections (Milvus `add_index` arguments): FLAT
+            (exact) by default on Milvus Lite, whose HNSW loses hits in filtered search, AUTOINDEX on a server.
         synonym_threshold: Entities whose embeddings are at least this close (cosine) are linked as
             synonyms, so that chains continue across spellings; None disables the links.
-        vector_cache: Keep a float32 copy of the vectors in memory and search it there instead of
-            asking Milvus (4·dim bytes per entity, relation and passage; exact numpy while small, faiss
-            above, see `milvus.vectors`). Defaults to on for Milvus Lite, whose every call is slow, and off
-            for a server. Needs `adjacency="memory"`.
-        adjacency: "memory" (the default) keeps the sparse adjacency in this process, rebuilt on open;
+        vector_cache: Search a float32 copy of the vectors in memory, not Milvus (4·dim bytes a row; exact
+            numpy while small, faiss above: `milvus.vectors`). On by default for Milvus Lite, whose every
+            call is slow, off for a server. Needs `adjacency="memory"`.
+        adjacency: "memory" (the default) keeps the sparse adjacency in this process, built on open (`sync`);
             "milvus" keeps none: every hop reads the rows it touches from the adjacency index in Milvus,
             by primary key, for graphs larger than one process's memory. Both give the same answers.
         consistency_level: Of every read (and of new collections). "Session" (the default, as
             LlamaIndex's `MilvusVectorStore`) reads this store's own writes at once and other clients'
-            within a moment; "Strong" reads every client's at once, at a cost on a server of about
-            200 ms a call (Milvus 2.3.5 standalone waits for its next time tick), so a retrieval of ~10
-            calls takes seconds. The write generation that snapshots and caches trust is always read
-            Strong.
-        snapshot: Where to save the in-memory caches on `close()`, so that the next open builds them
-            from that file instead of re-reading every row (see `milvus.snapshot`). Defaults to
-            `<database path>.graphrag-cache/<prefix>.npz` on Milvus Lite and to none on a server, where
-            other processes may write; a path turns it on (only if this process is the only writer),
-            False turns it off.
+            within a moment; "Strong" reads every client's at once, at ~200 ms a call on a server (Milvus
+            2.3.5 waits for its time tick). The write generation (`sync`, snapshots) is always read Strong.
+        snapshot: Where `close()` saves the in-memory caches, for the next open to read instead of every
+            row (`milvus.snapshot`). Defaults to `<database path>.graphrag-cache/<prefix>.npz` on Milvus
+            Lite and to none on a server; a path turns it on (if this process is the only writer), False off.
         overwrite: Drop the store's collections first.
         **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
     """
@@ -104,13 +99,7 @@ class MilvusGraphStore:
         overwrite: bool = False,
         **client_kwargs: Any,
     ) -> None:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,200}", collection_prefix):
-            raise GraphStoreError(
-                f"collection_prefix {collection_prefix!r} is not a valid Milvus collection name start: "
-                "use letters, digits and underscores, starting with a letter or underscore."
-            )
-        if adjacency not in ADJACENCY_MODES:
-            raise GraphStoreError(f'adjacency must be "memory" or "milvus", got {adjacency!r}')
+        check_settings(collection_prefix, adjacency)
         self.collection_prefix, self.adjacency = collection_prefix, adjacency
         self.embed_model = resolve_embed_model(embed_model)
         self.batch_size, self.synonym_threshold = batch_size, synonym_threshold
@@ -123,17 +112,32 @@ class MilvusGraphStore:
             consistency_level=consistency_level, overwrite=overwrite, client_kwargs=client_kwargs, owner=self,
         )
         self.uri = self.collections.uri
+        self._backend = partial(open_backend, self.collections, adjacency, vector_cache, snapshot)  # (overwrite)
         try:
-            self._graph, self._search = open_backend(self.collections, adjacency, vector_cache, snapshot, overwrite)
-            self._graph.open()
+            self._connect(*self._backend(overwrite))
             self._index = AdjacencyIndex(self.collections)
             ensure_index(self._index)
         except BaseException:
             self.collections.close()
             raise
-        self._writer = Writer(
-            self.collections, self._graph, self._search, self.embed_model, self._dim, batch_size, synonym_threshold
-        )
+
+    def _connect(self, graph: GraphBackend, search: VectorSearch) -> None:
+        """Open `graph` and write and read through it (and `search`) from now on."""
+        graph.open()
+        self._graph, self._search = graph, search
+        self._writer = Writer(self.collections, graph, search, self.embed_model, self._dim, self.batch_size,
+                              self.synonym_threshold)
+
+    def sync(self) -> bool:
+        """Catch up with what other stores wrote to these collections (other processes, on a server): if
+        Milvus' generation is not the one the in-memory caches were built at, build new ones from Milvus,
+        as an open does, and return True. One read when nothing changed. Retrievals running meanwhile
+        finish on the caches they began with. False with `adjacency="milvus"`, which caches nothing."""
+        with self._write_lock:
+            if self._graph.holds(self.collections.generation()):
+                return False
+            self._connect(*self._backend(False))
+            return True
 
     # the collections --------------------------------------------------------------------------
     @property
@@ -149,10 +153,7 @@ class MilvusGraphStore:
     relations_collection = property(lambda self: self.collections.names[RELATIONS])
     passages_collection = property(lambda self: self.collections.names[PASSAGES])
 
-    @property
-    def backend(self) -> GraphBackend:
-        """The graph backend (`MemoryGraph` or `MilvusGraph`)."""
-        return self._graph
+    backend = property(lambda self: self._graph, doc="The graph backend (`MemoryGraph` or `MilvusGraph`).")
 
     # writing ------------------------------------------------------------------------------------
     def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:

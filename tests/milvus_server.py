@@ -399,7 +399,14 @@ def scenario(
                 second.close()
         if second_process is not None:
             steps("other_process", second_process)
+        watcher = steps("watcher_open", open_store)  # open while `store` deletes: catches up by `sync`
         steps("delete", lambda: store.delete(DELETED_DOC))
+        if watcher is not None:
+            try:
+                steps("watcher_sync", lambda: {"before": watcher.backend.counts(), "synced": watcher.sync(),
+                                               "after": watcher.backend.counts(), "again": watcher.sync()})
+            finally:
+                watcher.close()
         steps("count_after_delete", store.count)
         steps("cache_after_delete", store.backend.counts)
         steps("retrieve_euler_after_delete", lambda: retrieved(store, EULER_QUESTION, 4))

@@ -131,6 +131,10 @@ def test_delete_removes_the_document_and_what_only_it_supported(server, lite):
     assert after == value(lite, "retrieve_euler_after_delete")
 
 
+def test_a_store_open_during_another_stores_delete_catches_up_by_sync(server):
+    assert value(server, "watcher_sync") == {"before": COUNTS, "synced": True, "after": COUNTS_AFTER_DELETE, "again": False}
+
+
 def test_a_store_opened_after_the_delete_sees_it(server):
     assert value(server, "reopen_after_delete_count") == COUNTS_AFTER_DELETE
     assert value(server, "reopen_after_delete_cache") == COUNTS_AFTER_DELETE

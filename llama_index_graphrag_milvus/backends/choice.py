@@ -3,6 +3,7 @@ that reads the `adjacency`, `vector_cache` and `snapshot` settings."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -16,6 +17,17 @@ from llama_index_graphrag_milvus.milvus.collections import Collections
 from llama_index_graphrag_milvus.milvus.search import CachedSearch, MilvusSearch, VectorSearch
 
 ADJACENCY_MODES = ("memory", "milvus")
+
+
+def check_settings(collection_prefix: str, adjacency: str) -> None:
+    """Refuse a prefix Milvus cannot start a collection name with, or an unknown adjacency mode."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,200}", collection_prefix):
+        raise GraphStoreError(
+            f"collection_prefix {collection_prefix!r} is not a valid Milvus collection name start: "
+            "use letters, digits and underscores, starting with a letter or underscore."
+        )
+    if adjacency not in ADJACENCY_MODES:
+        raise GraphStoreError(f'adjacency must be "memory" or "milvus", got {adjacency!r}')
 
 
 def open_backend(

@@ -173,6 +173,9 @@ class MilvusGraph:
     def written(self, generation: str) -> None:
         pass
 
+    def holds(self, generation: str) -> bool:
+        return True
+
     def apply(self, written: Written) -> None:
         pass
 

@@ -4,7 +4,8 @@ A write is planned whole first: every row built and checked, every embedding com
 (`rows.py`), and the change to the adjacency index computed from the rows it touches (`adjacency.py`),
 so that bad input is refused before anything is written. Then it advances the store's generation in
 Milvus and writes entities, then relations, then the adjacency index, then passages (each passage with
-the ids of the relations it states), then deletes what the write orphaned. So an interrupted call never
+the ids of the relations it states), then deletes what the write orphaned, and advances the generation
+again (a store that read the rows in between can tell that it missed some: `MilvusGraphStore.sync`). So an interrupted call never
 leaves a passage pointing at a relation that is not stored, and running it again writes what it had not
 (if neither the call nor its recovery below could finish, the rows it orphaned may stay: entities and
 relations that no passage states, which no retrieval returns). If Milvus
@@ -114,11 +115,11 @@ class Writer:
     def clear(self) -> None:
         """Delete every row (the collections stay, so that concurrent readers see an empty store)."""
         self.graph.writing()
-        generation = self.collections.advance()
+        self.collections.advance()
         self.collections.delete_all()
         mark_built(self.collections)  # the empty index is whole
         self.graph.reset()
-        self.graph.written(generation)
+        self.graph.written(self.collections.advance())
 
     def passages_of(self, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
         """The ids of the documents' stored passages, by document id (one query per 100 documents)."""
@@ -132,10 +133,10 @@ class Writer:
         self, before_passages: Callable[[], None], passages: Callable[[], Written], plan: Optional[_Plan],
         changes: List[PassageChange], change: AdjacencyChange,
     ) -> None:
-        """Run a planned write under a new generation: what comes before the passages, then the passages
-        and what follows them. The backend mirrors it once it is whole."""
+        """Run a planned write between two new generations: what comes before the passages, then the
+        passages and what follows them. The backend mirrors it once it is whole."""
         self.graph.writing()
-        generation = self.collections.advance()
+        self.collections.advance()
         try:
             before_passages()
         except Exception as exc:
@@ -145,7 +146,7 @@ class Writer:
         except Exception as exc:
             self._reconcile(changes, change, exc, len(plan.passages) - len(changes) if plan else 0)
         self.graph.apply(done)
-        self.graph.written(generation)
+        self.graph.written(self.collections.advance())  # a second token: readers meanwhile can tell
 
     # planning ---------------------------------------------------------------------------------
     def _held(self, pids: List[str]) -> Dict[str, Dict[str, Any]]:

@@ -308,7 +308,9 @@ class Collections:
     def pages(self, kind: str, fields: Sequence[str]) -> Iterator[List[Dict[str, Any]]]:
         """Every row of a collection, a page at a time. On Milvus Lite, where each query costs about a
         scan whatever its limit, a page is a primary-key range of about `LITE_PAGE` rows (one
-        unbounded query each); on a server, `query_iterator` pages."""
+        unbounded query each); on a server, `query_iterator` pages, read Strong (once: the pages after
+        the first read the same state), so that caches built from them hold every write that advanced
+        the generation read before them, whichever client made it."""
         if self.is_lite:
             strings = kind == PASSAGES
             for filter_ in _id_ranges(-(-self.count(kind) // LITE_PAGE), strings):
@@ -317,7 +319,9 @@ class Collections:
                     yield page
             return
         with lite.quiet_lite():
-            iterator = self.client.query_iterator(self.names[kind], batch_size=_SERVER_PAGE, output_fields=list(fields))
+            iterator = self.client.query_iterator(
+                self.names[kind], batch_size=_SERVER_PAGE, output_fields=list(fields), consistency_level="Strong"
+            )
             try:
                 while True:
                     page = iterator.next()

@@ -1,0 +1,92 @@
+"""`store.sync()`: a store catches up with what other stores wrote to its collections (other processes, on
+a server). The other store is simulated on Milvus Lite, which lets one store open a path: a writer on the
+same collections with caches of its own, as another process has."""
+
+import pytest
+from llama_index.core.schema import TextNode
+
+from llama_index_graphrag_milvus import GraphRAGRetriever
+from llama_index_graphrag_milvus.backends.choice import open_backend
+from llama_index_graphrag_milvus.ingest.rows import checked
+from llama_index_graphrag_milvus.ingest.writes import Writer
+
+from test_snapshot import content
+from test_store import ingest
+
+BOB = TextNode(id_="bob", text="Bob visited Orsk.", metadata={"triplets": [["Bob", "visited", "Orsk"]]})
+QUESTION = "Did Bob visit Orsk?"
+
+
+def other_store(store):
+    """A writer on `store`'s collections that `store` does not know of."""
+    graph, search = open_backend(store.collections, store.adjacency, None, False, False)
+    graph.open()
+    return Writer(store.collections, graph, search, store.embed_model, len(store.embed_model.get_text_embedding("x")),
+                  store.batch_size, store.synonym_threshold)
+
+
+def add(writer, nodes):
+    writer.add(*checked(nodes, None))
+
+
+def ids(store):
+    return [n.node.node_id for n in GraphRAGRetriever(store=store, similarity_top_k=3).retrieve(QUESTION)]
+
+
+def test_sync_brings_in_what_another_store_wrote(make_store, tmp_path):
+    store = make_store(uri=str(tmp_path / "a.db"))
+    ingest(store)
+    assert not store.sync()  # its own writes: nothing to catch up with
+    add(other_store(store), [BOB])
+    assert store.match_entities(QUESTION) == [] and "bob" not in ids(store)
+    assert store.sync()
+    assert store.match_entities(QUESTION) == ["bob", "orsk"]
+    assert "bob" in ids(store)
+    assert store.backend.counts() == store.count()
+    assert not store.sync()
+    synced = content(store)
+    store.close()
+    assert content(make_store(uri=str(tmp_path / "a.db"))) == synced  # what a reopen builds
+
+
+def test_a_store_that_caches_nothing_has_nothing_to_sync(make_store):
+    store = make_store(adjacency="milvus")
+    ingest(store)
+    add(other_store(store), [BOB])
+    assert store.match_entities(QUESTION) == ["bob", "orsk"]
+    assert not store.sync()
+
+
+def test_a_sync_during_another_stores_write_is_followed_by_one_after_it(make_store, monkeypatch):
+    """The writer advances the generation when it starts and again when it is whole, so a store that
+    synced in between (and read part of the write) syncs again."""
+    store = make_store()
+    ingest(store)
+    other = other_store(store)
+    write = other.index.write
+    during = []
+
+    def write_then_sync(*args, **kwargs):
+        write(*args, **kwargs)
+        during.append(store.sync())  # the relations are in, the passage not yet
+
+    monkeypatch.setattr(other.index, "write", write_then_sync)
+    add(other, [BOB])
+    assert during == [True]
+    assert "bob" not in ids(store)
+    assert store.sync()
+    assert "bob" in ids(store)
+    assert store.backend.counts() == store.count()
+
+
+@pytest.mark.parametrize("adjacency", ["memory", "milvus"])
+def test_a_sync_keeps_writing_through_the_new_caches(make_store, adjacency):
+    store = make_store(adjacency=adjacency)
+    ingest(store)
+    add(other_store(store), [BOB])
+    store.sync()
+    store.delete("bob")
+    store.add([TextNode(id_="ann", text="Ann visited Orsk.", metadata={"triplets": [["Ann", "visited", "Orsk"]]})])
+    assert store.match_entities("Did Ann or Bob visit Orsk?") == ["ann", "orsk"]
+    assert store.backend.counts() == store.count()
+    assert not store.sync()
