@@ -1,0 +1,87 @@
+"""What `store.sync()` costs (session 38), on MuSiQue with its triples in Milvus Lite (hash embedding, dim 64).
+
+- `sync()` when nothing changed: one read of the write generation.
+- `sync()` after another store wrote one document: the caches built again from Milvus, as an open does.
+  The other store is simulated as in `tests/test_sync.py` (Milvus Lite lets one store open a path): a
+  writer on the same collections with caches of its own.
+- For comparison, closing the store and opening it again without its snapshot (what catching up took
+  before), and the extra generation write that every write now makes when it is whole.
+
+    python -m benchmarks.sync [--db /tmp/sync_bench.db] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, List
+
+from llama_index.core.schema import TextNode
+
+from llama_index_graphrag_milvus import GraphRAGIndex, MilvusGraphStore
+from llama_index_graphrag_milvus.backends.choice import open_backend
+from llama_index_graphrag_milvus.embeddings import HashEmbedding
+from llama_index_graphrag_milvus.ingest.rows import checked
+from llama_index_graphrag_milvus.ingest.writes import Writer
+
+from benchmarks.refresh import RESULTS, documents
+
+
+def seconds(call: Callable[[], object], rounds: int) -> List[float]:
+    out = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def main(db: Path, rounds: int) -> dict:
+    shutil.rmtree(db, ignore_errors=True)
+    open_store = lambda: MilvusGraphStore(uri=str(db), embed_model=HashEmbedding(dim=64), snapshot=False)  # noqa: E731
+    store = open_store()
+    GraphRAGIndex.from_documents(documents(), store=store)
+    graph, search = open_backend(store.collections, "memory", None, False, False)
+    graph.open()
+    other = Writer(store.collections, graph, search, store.embed_model, 64, store.batch_size, store.synonym_threshold)
+    unchanged = seconds(store.sync, rounds * 4)
+    rebuilt, adds = [], []
+    for i in range(rounds):
+        node = TextNode(id_=f"new{i}", text=f"Visitor {i} went to Orsk.",
+                        metadata={"triplets": [[f"Visitor {i}", "went to", "Orsk"]]})
+        adds += seconds(lambda node=node: other.add(*checked([node], None)), 1)
+        start = time.perf_counter()
+        assert store.sync()
+        rebuilt.append(time.perf_counter() - start)
+        assert store.backend.counts() == store.count()
+    advance = seconds(store.collections.advance, rounds * 4)
+    counts = store.count()
+    reopen = []
+    for _ in range(rounds):
+        store.close()
+        start = time.perf_counter()
+        store = open_store()
+        reopen.append(time.perf_counter() - start)
+    store.close()
+    ms = lambda xs: round(1000 * statistics.median(xs), 1)  # noqa: E731
+    result = {
+        "rows": counts, "rounds": rounds,
+        "sync_unchanged_ms_median": ms(unchanged),
+        "sync_rebuild_ms_median": ms(rebuilt), "sync_rebuild_ms": [round(1000 * s, 1) for s in rebuilt],
+        "reopen_without_snapshot_ms_median": ms(reopen), "reopen_ms": [round(1000 * s, 1) for s in reopen],
+        "one_document_add_ms_median": ms(adds), "generation_advance_ms_median": ms(advance),
+    }
+    (RESULTS / "sync.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, default=Path("/tmp/sync_bench.db"))
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(json.dumps(main(args.db, args.rounds), indent=1))
