@@ -53,9 +53,8 @@ class MilvusGraphStore:
         uri: A Milvus Lite database path (the default, no server needed), or the URI of a Milvus server,
             a Milvus cluster or Zilliz Cloud.
         token: The token of a Milvus server or Zilliz Cloud ("user:password" or an API key).
-        embed_model: The embedding model for entity names, relation sentences and passages.
-            Defaults to `Settings.embed_model` when it is set or OPENAI_API_KEY is, else to the bundled
-            offline MiniLM (the `local` extra).
+        embed_model: For entity names, relation sentences and passages. Defaults to `Settings.embed_model`
+            when it is set or OPENAI_API_KEY is, else to the bundled offline MiniLM (the `local` extra).
         collection_prefix: The collections are `{prefix}_entities`, `_relations`, `_passages`, `_adjacency`
             and `_state`; stores with different prefixes never see each other's rows.
         dim: The embedding dimension; found by embedding a probe text when not given.
@@ -105,7 +104,7 @@ class MilvusGraphStore:
         self.batch_size, self.synonym_threshold = batch_size, synonym_threshold
         self.consistency_level = consistency_level
         self._dim = dim or len(self.embed_model.get_text_embedding("dimension probe"))
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()  # a write syncs first
         self.collections = Collections(
             uri, token, collection_prefix, self._dim,
             index_config=index_config or {"index_type": "FLAT" if is_local_path(uri) else "AUTOINDEX"},
@@ -130,11 +129,12 @@ class MilvusGraphStore:
 
     def sync(self) -> bool:
         """Catch up with what other stores wrote to these collections (other processes, on a server): if
-        Milvus' generation is not the one the in-memory caches were built at, build new ones from Milvus,
-        as an open does, and return True. One read when nothing changed. Retrievals running meanwhile
-        finish on the caches they began with. False with `adjacency="milvus"`, which caches nothing."""
+        Milvus' write generation moved since the in-memory caches were built, build new ones as an open
+        does, swap them in and return True; one read when nothing changed. Writes catch up first by
+        themselves. Meanwhile both caches are in memory and writes wait; a retrieval running across the
+        swap reads the new caches from its next step on (steps pass ids). False with `adjacency="milvus"`."""
         with self._write_lock:
-            if self._graph.holds(self.collections.generation()):
+            if not self._graph.behind():
                 return False
             self._connect(*self._backend(False))
             return True
@@ -166,17 +166,20 @@ class MilvusGraphStore:
         """
         nodes, triplets = checked(nodes, triplets)
         with self._write_lock:
+            self.sync()
             return self._writer.add(nodes, triplets)
 
     def delete(self, ref_doc_id: str) -> None:
         """Delete a document: its passages, the relations no other passage states, and the entities left
         with no relation. The adjacency follows."""
         with self._write_lock:
+            self.sync()
             self._writer.delete(ref_doc_id)
 
     def delete_passages(self, passage_ids: Sequence[str]) -> None:
         """Delete passages by id, the relations no other passage states, and entities left with none."""
         with self._write_lock:
+            self.sync()
             self._writer.delete_passages(passage_ids)
 
     def clear(self) -> None:
@@ -198,11 +201,8 @@ class MilvusGraphStore:
         self.collections.flush()
 
     # reading ------------------------------------------------------------------------------------
-    @property
-    def generation(self) -> str:
-        """A token of the store's current state in Milvus: every write, by any store on these
-        collections, changes it (snapshots and pipeline caches are only trusted while it holds)."""
-        return self.collections.generation()
+    generation = property(lambda self: self.collections.generation(),
+                          doc="A token of the store's state in Milvus, changed by every write of any store on it.")
 
     def count(self) -> Dict[str, int]:
         """Rows stored in each collection, as Milvus counts them."""

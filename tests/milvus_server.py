@@ -399,7 +399,7 @@ def scenario(
                 second.close()
         if second_process is not None:
             steps("other_process", second_process)
-        watcher = steps("watcher_open", open_store)  # open while `store` deletes: catches up by `sync`
+        watcher = steps("watcher_open", open_store)  # opened before `store` deletes: catches up by `sync`
         steps("delete", lambda: store.delete(DELETED_DOC))
         if watcher is not None:
             try:

@@ -2,10 +2,12 @@
 a server). The other store is simulated on Milvus Lite, which lets one store open a path: a writer on the
 same collections with caches of its own, as another process has."""
 
+import threading
+
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_graphrag_milvus import GraphRAGRetriever
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphStoreError
 from llama_index_graphrag_milvus.backends.choice import open_backend
 from llama_index_graphrag_milvus.ingest.rows import checked
 from llama_index_graphrag_milvus.ingest.writes import Writer
@@ -90,3 +92,67 @@ def test_a_sync_keeps_writing_through_the_new_caches(make_store, adjacency):
     assert store.match_entities("Did Ann or Bob visit Orsk?") == ["ann", "orsk"]
     assert store.backend.counts() == store.count()
     assert not store.sync()
+
+
+def test_a_write_catches_up_first_so_it_sees_what_another_store_wrote(make_store):
+    store = make_store()
+    ingest(store)
+    before = store.count()
+    add(other_store(store), [BOB])
+    store.delete("bob")  # a document only the other store wrote: found, and deleted
+    assert store.count() == before
+    add(other_store(store), [BOB])
+    store.add([TextNode(id_="ann", text="Ann visited Orsk.", metadata={"triplets": [["Ann", "visited", "Orsk"]]})])
+    assert store.match_entities("Did Ann or Bob visit Orsk?") == ["ann", "bob", "orsk"]
+    assert store.backend.counts() == store.count()
+    assert not store.sync()
+
+
+def test_a_refused_write_that_a_store_synced_in_the_middle_of_is_caught_up_after(make_store, monkeypatch):
+    store = make_store()
+    ingest(store)
+    other = other_store(store)
+    write, calls = other.index.write, []
+
+    def sync_then_refuse(*args, **kwargs):
+        write(*args, **kwargs)
+        calls.append(store.sync())
+        if len(calls) == 1:  # the write's own index step; the roll back's passes
+            raise RuntimeError("refused")
+
+    monkeypatch.setattr(other.index, "write", sync_then_refuse)
+    with pytest.raises(GraphStoreError, match="refused"):
+        add(other, [BOB])
+    assert calls[0] is True
+    assert store.sync()  # the store read rows the roll back deleted
+    assert store.backend.counts() == store.count()
+    assert store.match_entities(QUESTION) == []
+
+
+def test_retrievals_in_threads_run_across_syncs(make_store):
+    store = make_store()
+    ingest(store)
+    other = other_store(store)
+    stop, errors = threading.Event(), []
+
+    def retrieve():
+        while not stop.is_set():
+            try:
+                ids(store)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=retrieve) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for i in range(6):
+            add(other, [TextNode(id_=f"v{i}", text=f"Visitor {i} visited Orsk.",
+                                 metadata={"triplets": [[f"Visitor {i}", "visited", "Orsk"]]})])
+            assert store.sync()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert store.match_entities("Did Visitor 5 visit Orsk?") == ["visitor 5", "orsk"]

@@ -155,8 +155,9 @@ class GraphBackend(Protocol):
     def written(self, generation: str) -> None:
         """The write finished whole: the adjacency holds Milvus' state `generation`."""
 
-    def holds(self, generation: str) -> bool:
-        """Whether what the backend keeps in memory is Milvus' state `generation` (True if it keeps none)."""
+    def behind(self) -> bool:
+        """Whether another store wrote since what the backend keeps in memory was built (False if it
+        keeps nothing)."""
 
     def apply(self, written: Written) -> None:
         """Mirror a write that Milvus now holds whole (nothing, for Milvus)."""

@@ -105,8 +105,8 @@ class MemoryGraph:
     def written(self, generation: str) -> None:
         self._generation = generation
 
-    def holds(self, generation: str) -> bool:
-        return self._generation is not None and self._generation == generation
+    def behind(self) -> bool:
+        return self._generation is None or self._generation != self.collections.generation()
 
     def apply(self, written: Written) -> None:
         """Mirror a write: the cache and the vector search follow what Milvus now holds."""

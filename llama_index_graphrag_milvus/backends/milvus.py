@@ -173,8 +173,8 @@ class MilvusGraph:
     def written(self, generation: str) -> None:
         pass
 
-    def holds(self, generation: str) -> bool:
-        return True
+    def behind(self) -> bool:
+        return False
 
     def apply(self, written: Written) -> None:
         pass

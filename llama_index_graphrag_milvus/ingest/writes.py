@@ -265,6 +265,7 @@ class Writer:
         write's error)."""
         try:
             done = repair()
+            self.collections.advance()  # a state of its own: a store that read the failed write's rows can tell
             self.graph.reset()
             self.graph.open()
             return done
