@@ -435,6 +435,21 @@ finally:
 print("RESULT " + json.dumps(out))
 """
 
+# another process writes while a store of the worker is open (that store catches up by `sync`)
+_OTHER_WRITER = """
+import json
+from llama_index.core.schema import TextNode
+from llama_index_graphrag_milvus import MilvusGraphStore
+from llama_index_graphrag_milvus.embeddings import HashEmbedding
+store = MilvusGraphStore(uri={uri!r}, embed_model=HashEmbedding(dim=64), collection_prefix={prefix!r})
+try:
+    store.add([TextNode(id_="bob", text="Bob visited Orsk.", metadata={{"triplets": [["Bob", "visited", "Orsk"]]}})])
+    out = store.count()
+finally:
+    store.close()
+print("RESULT " + json.dumps(out))
+"""
+
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the Graph RAG scenario against a Milvus server.")
@@ -486,8 +501,8 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
                 uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, adjacency="milvus"
             )
 
-        def other_process() -> Any:
-            code = _OTHER_PROCESS.format(here=str(Path(__file__).resolve().parent), uri=uri, prefix=args.prefix)
+        def other_process(template: str = _OTHER_PROCESS) -> Any:
+            code = template.format(here=str(Path(__file__).resolve().parent), uri=uri, prefix=args.prefix)
             out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                                  timeout=max(10.0, args.deadline - time.time() - 20), stdin=subprocess.DEVNULL)
             lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
@@ -517,9 +532,20 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
                 second.close()
                 shutil.rmtree(path.parent, ignore_errors=True)
 
+        def sync_across_processes() -> Any:
+            watcher = open_store()
+            try:
+                before = watcher.backend.counts()
+                written = other_process(_OTHER_WRITER)
+                return {"before": before, "written": written, "synced": watcher.sync(),
+                        "after": watcher.backend.counts(), "bob": watcher.match_entities("Did Bob visit Orsk?")}
+            finally:
+                watcher.close()
+
         steps = Steps()
         scenario(open_store, steps, other_process, open_milvus_store)
         steps("snapshot_on_server", snapshot_on_server)
+        steps("sync_across_processes", sync_across_processes)
         result["steps"] = steps.results
     except Exception as exc:
         result["worker_error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"

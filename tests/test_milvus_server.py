@@ -135,6 +135,15 @@ def test_a_store_open_during_another_stores_delete_catches_up_by_sync(server):
     assert value(server, "watcher_sync") == {"before": COUNTS, "synced": True, "after": COUNTS_AFTER_DELETE, "again": False}
 
 
+def test_a_store_catches_up_by_sync_with_what_another_process_wrote(server):
+    seen = value(server, "sync_across_processes")
+    assert seen["before"] == COUNTS_AFTER_DELETE
+    assert seen["written"]["passages"] == COUNTS_AFTER_DELETE["passages"] + 1
+    assert seen["synced"] is True
+    assert seen["after"] == seen["written"]
+    assert seen["bob"] == ["bob", "orsk"]
+
+
 def test_a_store_opened_after_the_delete_sees_it(server):
     assert value(server, "reopen_after_delete_count") == COUNTS_AFTER_DELETE
     assert value(server, "reopen_after_delete_cache") == COUNTS_AFTER_DELETE
