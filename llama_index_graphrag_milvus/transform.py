@@ -22,12 +22,12 @@ from llama_index_graphrag_milvus.ingest.extract import (
 )
 from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
 from llama_index_graphrag_milvus.ingest.extract.given import PENDING_FILTER, PENDING_KEY, is_pending, mark_pending
-from llama_index_graphrag_milvus.ingest.extract.llm import aextract
+from llama_index_graphrag_milvus.ingest.extract.llm import EXTRACTION_KEY, aextract, extraction_digest
 from llama_index_graphrag_milvus.llm.guard import guard_of
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
-from llama_index_graphrag_milvus.schema import Triplet
+from llama_index_graphrag_milvus.schema import Triplet, passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,9 @@ class GraphRAGTransform(TransformComponent):
       one LLM call per such node (nodes with no text are skipped), `num_workers` of them at a time;
     - else `CooccurrenceExtractor()`: named entities co-occurring in a sentence, no LLM, no model.
     So a graph is always built; a WARNING per call says how many nodes had no triplets and what was done.
-    Nodes that carry triplets never cost an LLM call.
+    Nodes that carry triplets never cost an LLM call, nor do nodes stored already whose stored triplets
+    the LLM gave for the same input, prompt and model (a refresh of a document with one chunk edited
+    asks about that chunk alone).
 
     With `text_links` (the default), every passage also gets its text's links (`CooccurrenceExtractor`:
     its title to each name it states, names sharing a sentence) beside the triplets it carries or the LLM
@@ -256,7 +258,7 @@ class GraphRAGTransform(TransformComponent):
                 triplets[i] = []
                 nodes[i].metadata[self.triplets_key] = []
                 mark_pending(nodes[i], False)
-        todo = [i for i in todo if triplets[i] is None]
+        todo = await asyncio.to_thread(_reuse_stored, self, nodes, triplets, [i for i in todo if triplets[i] is None])
         jobs = [
             aextract(self.llm, self.extract_prompt, nodes[i], self.max_triplets_per_node, self.raise_on_error)
             for i in todo
@@ -271,12 +273,43 @@ class GraphRAGTransform(TransformComponent):
             if extracted.triplets is not None:
                 triplets[i] = extracted.triplets
                 nodes[i].metadata[self.triplets_key] = as_metadata(extracted.triplets)
+                nodes[i].metadata[EXTRACTION_KEY] = _digest(self, nodes[i])
+            else:
+                nodes[i].metadata.pop(EXTRACTION_KEY, None)
             mark_pending(nodes[i], extracted.failed)
         fallback = [i for i, extracted in zip(todo, results) if extracted.triplets is None]
         if fallback:
             extractor = CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, fallback, await asyncio.to_thread(extractor, [nodes[i] for i in fallback]))
         return triplets, fallback
+
+
+def _digest(transform: GraphRAGTransform, node: BaseNode) -> str:
+    """The digest of the transform's LLM extraction of `node` (`EXTRACTION_KEY`, kept out of content)."""
+    exclude_from_content(node, EXTRACTION_KEY)
+    return extraction_digest(transform.llm, transform.extract_prompt, node, transform.max_triplets_per_node)
+
+
+def _reuse_stored(
+    transform: GraphRAGTransform, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]
+) -> List[int]:
+    """Of `todo`, the nodes to send to the LLM: a node stored already, whose stored triplets came from an
+    extraction with the same digest (the same LLM, prompt and input), gets them back instead."""
+    pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE)) for i in todo}
+    stored = transform.store.get_passages(list(dict.fromkeys(pids.values()))) if todo else {}
+    left = []
+    for i in todo:
+        old, digest = stored.get(pids[i]), _digest(transform, nodes[i])
+        if old is None or old.metadata.get(EXTRACTION_KEY) != digest:
+            left.append(i)
+            continue
+        triplets[i] = given_triplets(old, transform.triplets_key) or []
+        nodes[i].metadata.update({transform.triplets_key: as_metadata(triplets[i]), EXTRACTION_KEY: digest})
+        mark_pending(nodes[i], False)
+    if len(left) < len(todo):
+        logger.info("%d of %d nodes got the triplets the same LLM extraction stored for them: not asked again.",
+                    len(todo) - len(left), len(todo))
+    return left
 
 
 def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[List[Triplet]]]) -> None:

@@ -1,5 +1,6 @@
 """GraphRAGIndex: from_documents, as_retriever, as_query_engine (with and without an LLM), reopen, updates."""
 
+import json
 from typing import Any, List
 
 import pytest
@@ -11,7 +12,9 @@ from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphR
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, bernoulli_documents
 
-from conftest import graph_llm
+from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
+
+from conftest import ScriptedLLM, graph_llm
 
 
 class CountingEmbedding(HashEmbedding):
@@ -195,3 +198,57 @@ def test_a_deleted_document_comes_back_when_ingested_again(make_store):
     index.insert(bernoulli_documents()[2])  # the same index (same steps) again
     assert store.passage_ids(ANSWER_DOC_ID)
     assert ANSWER_DOC_ID in doc_ids(index.as_retriever().retrieve("What did Daniel Bernoulli write?"))
+
+
+def extraction_llm() -> ScriptedLLM:
+    """An LLM that extracts one triplet from a passage: its first two words, "opens", its last word."""
+
+    def script(prompt: str) -> str:
+        words = prompt.split("Passage:\n", 1)[-1].split()
+        return json.dumps({"triplets": [[" ".join(words[:2]), "opens", words[-1]]]})
+
+    return ScriptedLLM(script=script, prompts=[])
+
+
+CHUNKS = ["Ada Lovelace wrote the first program.", "Charles Babbage designed the engine.", "Alan Turing broke the code."]
+
+
+def llm_index(store, llm, text, **metadata):
+    steps = [SentenceSplitter(chunk_size=12, chunk_overlap=0), GraphRAGTransform(store=store, llm=llm, num_workers=1)]
+    return GraphRAGIndex.from_documents([Document(id_="doc", text=text, metadata=metadata)], store=store, llm=llm,
+                                        transformations=steps)
+
+
+def stored_triplets(store):
+    return {n.text: n.metadata["triplets"] for n in store.get_passages(store.passage_ids("doc")).values()}
+
+
+def test_a_refresh_asks_the_llm_only_about_the_chunks_it_has_not_read(make_store):
+    llm, store = extraction_llm(), make_store()
+    index = llm_index(store, llm, "\n\n".join(CHUNKS))
+    assert len(llm.prompts) == 3
+    before = stored_triplets(store)
+
+    edited = Document(id_="doc", text="\n\n".join(CHUNKS[:2] + ["Alan Turing broke the cipher."]))
+    assert index.refresh_ref_docs([edited]) == [True]
+    assert len(llm.prompts) == 4 and "Alan Turing broke the cipher." in llm.prompts[-1]  # the edited chunk alone
+    after = stored_triplets(store)
+    assert after == {**{c: before[c] for c in CHUNKS[:2]}, "Alan Turing broke the cipher.": [["Alan Turing", "opens", "cipher."]]}
+    assert index.refresh_ref_docs([edited]) == [False] and len(llm.prompts) == 4
+
+    shown = Document(id_="doc", text=edited.text, metadata={"source": "v2"})  # what the LLM reads changed
+    assert index.refresh_ref_docs([shown]) == [True]
+    assert len(llm.prompts) == 4 + len(store.passage_ids("doc"))  # every chunk read again
+
+
+def test_another_prompt_or_a_store_built_without_the_llm_is_asked_again(make_store):
+    llm, store = extraction_llm(), make_store()
+    llm_index(store, None, "\n\n".join(CHUNKS))  # the no-LLM extractor's triplets
+    index = llm_index(store, llm, "\n\n".join(CHUNKS))
+    assert len(llm.prompts) == 3  # upgraded: every chunk read by the LLM
+    nodes = SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))])
+    index.transform(nodes)
+    assert len(llm.prompts) == 3  # the same nodes again: the stored extraction stands
+    GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=TRIPLET_EXTRACT_PROMPT.template + "\nBe brief.")(
+        SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))]))
+    assert len(llm.prompts) == 6

@@ -408,13 +408,12 @@ def test_an_answer_with_no_triplets_is_not_pending_and_a_failure_is(make_store, 
     assert index.refresh_ref_docs(documents) == [False, True]
     assert stub.calls == ["extraction"] * 3 and count_pending(store) == 0
     assert stored(store, documents)["nameless"] == {"pending": False, "triplets": [], "relations": []}
-    # so it does when the passage comes again as a new node (insert), not marked
+    # the passage comes again as a new node (insert) while the LLM is down: its stored extraction
+    # (the same input, prompt and model) stands, with no call, and it does not become pending
     stub.up = False
     index.insert(documents[1])
-    assert count_pending(store) == 1
-    stub.up = True
-    index.insert(documents[1])
-    assert stub.calls == ["extraction"] * 5 and count_pending(store) == 0
+    assert count_pending(store) == 0 and stub.calls == ["extraction"] * 3
+    assert stored(store, documents)["nameless"] == {"pending": False, "triplets": [], "relations": []}
 
 
 def test_an_unusable_extraction_answer_gets_the_no_llm_graph_but_is_not_pending(make_store, stub, clock):

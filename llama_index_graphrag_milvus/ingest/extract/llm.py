@@ -3,10 +3,15 @@
 Each call goes through the LLM's guard (`llm.guard`): it waits at most the extraction deadline, and none
 is made while the LLM's circuit breaker is open after repeated failures. A call that gave no answer is
 told apart from an answer with no triplets: the passage is worth asking about again (`Extraction.failed`).
+
+A passage the LLM's triplets came from records a digest of what the LLM was given (`EXTRACTION_KEY`), so
+that a later ingest of the same input (a refresh of its document after another chunk changed, a
+pipeline run again) takes the stored triplets instead of asking again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import List, NamedTuple, Optional
 
@@ -19,6 +24,17 @@ from llama_index_graphrag_milvus.llm.parsing import parse_json_object
 from llama_index_graphrag_milvus.schema import Triplet, parse_triplets
 
 logger = logging.getLogger(__name__)
+
+#: The metadata key of a passage whose triplets the LLM gave: the `extraction_digest` of that call.
+EXTRACTION_KEY = "graphrag_llm_extraction"
+
+
+def extraction_digest(llm: LLM, prompt: PromptTemplate, node: BaseNode, max_triplets: int) -> str:
+    """A digest of an extraction call's input: the LLM (class and model), the prompt, the triplet cap and
+    the passage as the LLM reads it (its text and the metadata shown to the LLM)."""
+    parts = (type(llm).__name__, llm.metadata.model_name, prompt.get_template(), str(max_triplets),
+             node.get_content(metadata_mode=MetadataMode.LLM))
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class Extraction(NamedTuple):
