@@ -93,6 +93,7 @@ class GraphRAGTransform(TransformComponent):
     raise_on_error: bool = False
     show_progress: bool = False
     _built: Dict[str, Dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _reused: int = PrivateAttr(default=0)  # nodes of the last LLM extraction given their stored one
 
     def __init__(
         self,
@@ -235,7 +236,7 @@ class GraphRAGTransform(TransformComponent):
         if self.extractor is not None:
             how = f"; extracted {extracted} triplets with the given extractor {self._source()}"
         elif self.llm is not None:
-            how = f"; extracted {extracted} triplets with the LLM" + _fallback_report(nodes, triplets, fallback)
+            how = f"; extracted {extracted} triplets with the LLM" + _reused_report(self._reused) + _fallback_report(nodes, triplets, fallback)
         else:
             how = (
                 f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
@@ -306,10 +307,12 @@ def _reuse_stored(
         triplets[i] = given_triplets(old, transform.triplets_key) or []
         nodes[i].metadata.update({transform.triplets_key: as_metadata(triplets[i]), EXTRACTION_KEY: digest})
         mark_pending(nodes[i], False)
-    if len(left) < len(todo):
-        logger.info("%d of %d nodes got the triplets the same LLM extraction stored for them: not asked again.",
-                    len(todo) - len(left), len(todo))
+    transform._reused = len(todo) - len(left)
     return left
+
+
+def _reused_report(reused: int) -> str:
+    return f" ({reused} of them stored already from the same input: no call for those)" if reused else ""
 
 
 def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[List[Triplet]]]) -> None:

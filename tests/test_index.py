@@ -223,7 +223,7 @@ def stored_triplets(store):
     return {n.text: n.metadata["triplets"] for n in store.get_passages(store.passage_ids("doc")).values()}
 
 
-def test_a_refresh_asks_the_llm_only_about_the_chunks_it_has_not_read(make_store):
+def test_a_refresh_asks_the_llm_only_about_the_chunks_it_has_not_read(make_store, caplog):
     llm, store = extraction_llm(), make_store()
     index = llm_index(store, llm, "\n\n".join(CHUNKS))
     assert len(llm.prompts) == 3
@@ -232,6 +232,7 @@ def test_a_refresh_asks_the_llm_only_about_the_chunks_it_has_not_read(make_store
     edited = Document(id_="doc", text="\n\n".join(CHUNKS[:2] + ["Alan Turing broke the cipher."]))
     assert index.refresh_ref_docs([edited]) == [True]
     assert len(llm.prompts) == 4 and "Alan Turing broke the cipher." in llm.prompts[-1]  # the edited chunk alone
+    assert "(2 of them stored already from the same input: no call for those)" in caplog.text
     after = stored_triplets(store)
     assert after == {**{c: before[c] for c in CHUNKS[:2]}, "Alan Turing broke the cipher.": [["Alan Turing", "opens", "cipher."]]}
     assert index.refresh_ref_docs([edited]) == [False] and len(llm.prompts) == 4
