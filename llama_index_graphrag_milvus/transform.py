@@ -27,7 +27,7 @@ from llama_index_graphrag_milvus.llm.guard import guard_of
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
-from llama_index_graphrag_milvus.schema import Triplet, passage_id
+from llama_index_graphrag_milvus.schema import Triplet, parse_triplets, passage_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
@@ -217,6 +217,7 @@ class GraphRAGTransform(TransformComponent):
         for i, node in zip(todo, out):
             if node is not nodes[i]:
                 nodes[i].metadata.update(node.metadata)
+            nodes[i].metadata.pop(EXTRACTION_KEY, None)  # not the LLM's triplets
             exclude_from_content(nodes[i], self.triplets_key)
             triplets[i] = given_triplets(nodes[i], self.triplets_key) or []
             nodes[i].metadata[self.triplets_key] = as_metadata(triplets[i])
@@ -275,8 +276,6 @@ class GraphRAGTransform(TransformComponent):
                 triplets[i] = extracted.triplets
                 nodes[i].metadata[self.triplets_key] = as_metadata(extracted.triplets)
                 nodes[i].metadata[EXTRACTION_KEY] = _digest(self, nodes[i])
-            else:
-                nodes[i].metadata.pop(EXTRACTION_KEY, None)
             mark_pending(nodes[i], extracted.failed)
         fallback = [i for i, extracted in zip(todo, results) if extracted.triplets is None]
         if fallback:
@@ -304,7 +303,8 @@ def _reuse_stored(
         if old is None or old.metadata.get(EXTRACTION_KEY) != digest:
             left.append(i)
             continue
-        triplets[i] = given_triplets(old, transform.triplets_key) or []
+        # as the LLM gave them (not narrowed to the names the chunk states, as a document's inherited ones are)
+        triplets[i] = parse_triplets(old.metadata.get(transform.triplets_key))[0]
         nodes[i].metadata.update({transform.triplets_key: as_metadata(triplets[i]), EXTRACTION_KEY: digest})
         mark_pending(nodes[i], False)
     transform._reused = len(todo) - len(left)

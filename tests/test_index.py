@@ -6,6 +6,7 @@ from typing import Any, List
 import pytest
 from llama_index.core import Settings
 from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import Document
 
 from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, Triplet
@@ -201,11 +202,12 @@ def test_a_deleted_document_comes_back_when_ingested_again(make_store):
 
 
 def extraction_llm() -> ScriptedLLM:
-    """An LLM that extracts one triplet from a passage: its first two words, "opens", its last word."""
+    """An LLM that extracts two triplets from a passage: its first two words, "opens", its last word; and
+    one in names the passage does not state (as an LLM resolving "he" writes)."""
 
     def script(prompt: str) -> str:
         words = prompt.split("Passage:\n", 1)[-1].split()
-        return json.dumps({"triplets": [[" ".join(words[:2]), "opens", words[-1]]]})
+        return json.dumps({"triplets": [[" ".join(words[:2]), "opens", words[-1]], [f"Resolved {words[0]}", "is", "Canonical"]]})
 
     return ScriptedLLM(script=script, prompts=[])
 
@@ -234,7 +236,9 @@ def test_a_refresh_asks_the_llm_only_about_the_chunks_it_has_not_read(make_store
     assert len(llm.prompts) == 4 and "Alan Turing broke the cipher." in llm.prompts[-1]  # the edited chunk alone
     assert "(2 of them stored already from the same input: no call for those)" in caplog.text
     after = stored_triplets(store)
-    assert after == {**{c: before[c] for c in CHUNKS[:2]}, "Alan Turing broke the cipher.": [["Alan Turing", "opens", "cipher."]]}
+    assert after == {**{c: before[c] for c in CHUNKS[:2]},
+                     "Alan Turing broke the cipher.": [["Alan Turing", "opens", "cipher."], ["Resolved Alan", "is", "Canonical"]]}
+    assert all(len(before[c]) == 2 for c in CHUNKS)  # the triplet in names the chunk does not state stays
     assert index.refresh_ref_docs([edited]) == [False] and len(llm.prompts) == 4
 
     shown = Document(id_="doc", text=edited.text, metadata={"source": "v2"})  # what the LLM reads changed
@@ -247,9 +251,16 @@ def test_another_prompt_or_a_store_built_without_the_llm_is_asked_again(make_sto
     llm_index(store, None, "\n\n".join(CHUNKS))  # the no-LLM extractor's triplets
     index = llm_index(store, llm, "\n\n".join(CHUNKS))
     assert len(llm.prompts) == 3  # upgraded: every chunk read by the LLM
-    nodes = SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))])
-    index.transform(nodes)
+    def split():
+        return SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))])
+
+    index.transform(split())
     assert len(llm.prompts) == 3  # the same nodes again: the stored extraction stands
-    GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=TRIPLET_EXTRACT_PROMPT.template + "\nBe brief.")(
-        SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))]))
-    assert len(llm.prompts) == 6
+    domain = PromptTemplate(TRIPLET_EXTRACT_PROMPT.template + "\nDomain: {domain}")
+    for calls, prompt in ((6, domain.partial_format(domain="medicine")), (9, domain.partial_format(domain="law")),
+                          (9, domain.partial_format(domain="law"))):
+        GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=prompt)(split())
+        assert len(llm.prompts) == calls
+    llm.system_prompt = "Answer tersely."
+    GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=domain.partial_format(domain="law"))(split())
+    assert len(llm.prompts) == 12

@@ -414,6 +414,14 @@ def test_an_answer_with_no_triplets_is_not_pending_and_a_failure_is(make_store, 
     index.insert(documents[1])
     assert count_pending(store) == 0 and stub.calls == ["extraction"] * 3
     assert stored(store, documents)["nameless"] == {"pending": False, "triplets": [], "relations": []}
+    # a passage first inserted during the outage is pending, and the next insert of it (a new node,
+    # not marked) asks the LLM again: a pending row holds no extraction to reuse
+    late = Document(id_="late", text="the rain was steady all month and nobody went out.")
+    index.insert(late)
+    assert count_pending(store) == 1 and stub.calls == ["extraction"] * 4
+    stub.up = True
+    index.insert(late)
+    assert count_pending(store) == 0 and stub.calls == ["extraction"] * 5
 
 
 def test_an_unusable_extraction_answer_gets_the_no_llm_graph_but_is_not_pending(make_store, stub, clock):

@@ -30,10 +30,13 @@ EXTRACTION_KEY = "graphrag_llm_extraction"
 
 
 def extraction_digest(llm: LLM, prompt: PromptTemplate, node: BaseNode, max_triplets: int) -> str:
-    """A digest of an extraction call's input: the LLM (class and model), the prompt, the triplet cap and
-    the passage as the LLM reads it (its text and the metadata shown to the LLM)."""
-    parts = (type(llm).__name__, llm.metadata.model_name, prompt.get_template(), str(max_triplets),
-             node.get_content(metadata_mode=MetadataMode.LLM))
+    """A digest of an extraction call's input: the LLM (its class, metadata, system prompt and query
+    wrapper) and the prompt as formatted for the passage (its partial values, the triplet cap, the passage
+    as the LLM reads it: its text and the metadata shown to the LLM). Sampling settings are not in it."""
+    wrapper = getattr(llm, "query_wrapper_prompt", None)
+    parts = (type(llm).__name__, llm.metadata.model_dump_json(), str(getattr(llm, "system_prompt", None)),
+             wrapper.get_template() if wrapper is not None else "",
+             prompt.format(llm=llm, text=node.get_content(metadata_mode=MetadataMode.LLM), max_triplets=max_triplets))
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
