@@ -189,7 +189,7 @@ class GraphRAGTransform(TransformComponent):
                 exclude_from_content(node, PENDING_KEY)
                 if is_pending(node) and self.extracts_with_llm:
                     node.metadata.pop(self.triplets_key, None)
-            triplets.append(given_triplets(node, self.triplets_key))
+            triplets.append(_carried(node, self.triplets_key))
         return triplets
 
     def _with_text_links(
@@ -282,6 +282,14 @@ class GraphRAGTransform(TransformComponent):
             extractor = CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, fallback, await asyncio.to_thread(extractor, [nodes[i] for i in fallback]))
         return triplets, fallback
+
+
+def _carried(node: BaseNode, key: str) -> Optional[List[Triplet]]:
+    """The triplets a node carries (`given_triplets`); those of an LLM extraction (`EXTRACTION_KEY`) as the
+    LLM gave them, not narrowed to the names a chunk states as a document's inherited triplets are."""
+    if node.metadata.get(EXTRACTION_KEY) and isinstance(node.metadata.get(key), list):
+        return parse_triplets(node.metadata[key])[0]
+    return given_triplets(node, key)
 
 
 def _digest(transform: GraphRAGTransform, node: BaseNode) -> str:

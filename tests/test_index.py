@@ -264,3 +264,17 @@ def test_another_prompt_or_a_store_built_without_the_llm_is_asked_again(make_sto
     llm.system_prompt = "Answer tersely."
     GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=domain.partial_format(domain="law"))(split())
     assert len(llm.prompts) == 12
+
+
+def test_chunks_given_again_with_their_llm_triplets_keep_them_all(make_store):
+    """A chunk carrying the LLM's triplets (the same node objects ingested again) keeps those in names it
+    does not state: only a document's inherited triplets are narrowed to the names a chunk states."""
+    llm, store = extraction_llm(), make_store()
+    transform = GraphRAGTransform(store=store, llm=llm, num_workers=1)
+    nodes = SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))])
+    transform(nodes)
+    before, counts = stored_triplets(store), store.count()
+    transform(nodes)
+    assert len(llm.prompts) == 3
+    assert stored_triplets(store) == before and store.count() == counts
+    assert all(len(triplets) == 2 for triplets in before.values())
