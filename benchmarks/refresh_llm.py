@@ -6,7 +6,7 @@ triplet a passage and counts its calls. Then one paragraph of one document in `-
 `refresh_ref_docs` runs twice, each on its own store built the same way:
 
 - `reuse`: the transform as shipped (a stored extraction of the same input is reused);
-- `no reuse`: the reuse turned off (`transform._reuse_stored` returns every node), as before session 38.
+- `no reuse`: the reuse turned off (`StoredExtractions.reuse` returns every node), as before session 38.
 
     python -m benchmarks.refresh_llm [--every 10] [--db /tmp/refresh_llm.db]
 """
@@ -27,8 +27,8 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode, TransformComponent
 
 from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, MilvusGraphStore
-from llama_index_graphrag_milvus import transform as transform_module
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
+from llama_index_graphrag_milvus.ingest.extract.llm import StoredExtractions
 
 from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 
@@ -76,7 +76,7 @@ def run(reuse: bool, every: int, db: Path) -> Dict[str, Any]:
     shutil.rmtree(db, ignore_errors=True)
     llm = CountingLLM()
     store = MilvusGraphStore(uri=str(db), embed_model=HashEmbedding(dim=64))
-    off = mock.patch.object(transform_module, "_reuse_stored", lambda transform, nodes, triplets, todo: todo)
+    off = mock.patch.object(StoredExtractions, "reuse", lambda self, nodes, triplets, todo: todo)
     try:
         with contextlib.nullcontext() if reuse else off:
             docs = documents()

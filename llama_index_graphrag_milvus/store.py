@@ -30,7 +30,7 @@ from llama_index_graphrag_milvus.embeddings import resolve_embed_model
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import ensure_index
 from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, PASSAGE_FIELDS, checked
-from llama_index_graphrag_milvus.ingest.writes import Writer
+from llama_index_graphrag_milvus.ingest.writes import Writer, passages_of
 from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
@@ -111,9 +111,9 @@ class MilvusGraphStore:
             consistency_level=consistency_level, overwrite=overwrite, client_kwargs=client_kwargs, owner=self,
         )
         self.uri = self.collections.uri
-        self._backend = partial(open_backend, self.collections, adjacency, vector_cache, snapshot)  # (overwrite)
+        self._open_backend = partial(open_backend, self.collections, adjacency, vector_cache, snapshot)
         try:
-            self._connect(*self._backend(overwrite))
+            self._connect(*self._open_backend(overwrite))
             self._index = AdjacencyIndex(self.collections)
             ensure_index(self._index)
         except BaseException:
@@ -136,7 +136,7 @@ class MilvusGraphStore:
         with self._write_lock:
             if not self._graph.behind():
                 return False
-            self._connect(*self._backend(False))
+            self._connect(*self._open_backend(False))
             return True
 
     # the collections --------------------------------------------------------------------------
@@ -214,7 +214,7 @@ class MilvusGraphStore:
 
     def documents_passage_ids(self, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
         """`passage_ids` of many documents at once, by document id (documents with none are left out)."""
-        return self._writer.passages_of(ref_doc_ids)
+        return passages_of(self.collections, ref_doc_ids)
 
     def has_entities(self, entity_ids: Sequence[int]) -> np.ndarray:
         """Whether each entity id is stored."""

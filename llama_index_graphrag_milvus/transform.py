@@ -22,12 +22,12 @@ from llama_index_graphrag_milvus.ingest.extract import (
 )
 from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
 from llama_index_graphrag_milvus.ingest.extract.given import PENDING_FILTER, PENDING_KEY, is_pending, mark_pending
-from llama_index_graphrag_milvus.ingest.extract.llm import EXTRACTION_KEY, aextract, extraction_digest
+from llama_index_graphrag_milvus.ingest.extract.llm import EXTRACTION_KEY, StoredExtractions, aextract
 from llama_index_graphrag_milvus.llm.guard import guard_of
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
-from llama_index_graphrag_milvus.schema import Triplet, parse_triplets, passage_id
+from llama_index_graphrag_milvus.schema import Triplet, parse_triplets
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,6 @@ class GraphRAGTransform(TransformComponent):
     raise_on_error: bool = False
     show_progress: bool = False
     _built: Dict[str, Dict[str, Any]] = PrivateAttr(default_factory=dict)
-    _reused: int = PrivateAttr(default=0)  # nodes of the last LLM extraction given their stored one
 
     def __init__(
         self,
@@ -237,7 +236,7 @@ class GraphRAGTransform(TransformComponent):
         if self.extractor is not None:
             how = f"; extracted {extracted} triplets with the given extractor {self._source()}"
         elif self.llm is not None:
-            how = f"; extracted {extracted} triplets with the LLM" + _reused_report(self._reused) + _fallback_report(nodes, triplets, fallback)
+            how = f"; got {extracted} triplets from the LLM" + _fallback_report(nodes, triplets, fallback)
         else:
             how = (
                 f" and no llm was given: extracted {extracted} triplets with {self._source()} (names that "
@@ -260,7 +259,9 @@ class GraphRAGTransform(TransformComponent):
                 triplets[i] = []
                 nodes[i].metadata[self.triplets_key] = []
                 mark_pending(nodes[i], False)
-        todo = await asyncio.to_thread(_reuse_stored, self, nodes, triplets, [i for i in todo if triplets[i] is None])
+        stored = StoredExtractions(self.store.get_passages, self.llm, self.extract_prompt, self.max_triplets_per_node,
+                                   self.triplets_key)
+        todo = await asyncio.to_thread(stored.reuse, nodes, triplets, [i for i in todo if triplets[i] is None])
         jobs = [
             aextract(self.llm, self.extract_prompt, nodes[i], self.max_triplets_per_node, self.raise_on_error)
             for i in todo
@@ -275,7 +276,7 @@ class GraphRAGTransform(TransformComponent):
             if extracted.triplets is not None:
                 triplets[i] = extracted.triplets
                 nodes[i].metadata[self.triplets_key] = as_metadata(extracted.triplets)
-                nodes[i].metadata[EXTRACTION_KEY] = _digest(self, nodes[i])
+                nodes[i].metadata[EXTRACTION_KEY] = stored.digests[i]
             mark_pending(nodes[i], extracted.failed)
         fallback = [i for i, extracted in zip(todo, results) if extracted.triplets is None]
         if fallback:
@@ -290,37 +291,6 @@ def _carried(node: BaseNode, key: str) -> Optional[List[Triplet]]:
     if node.metadata.get(EXTRACTION_KEY) and isinstance(node.metadata.get(key), list):
         return parse_triplets(node.metadata[key])[0]
     return given_triplets(node, key)
-
-
-def _digest(transform: GraphRAGTransform, node: BaseNode) -> str:
-    """The digest of the transform's LLM extraction of `node` (`EXTRACTION_KEY`, kept out of content)."""
-    exclude_from_content(node, EXTRACTION_KEY)
-    return extraction_digest(transform.llm, transform.extract_prompt, node, transform.max_triplets_per_node)
-
-
-def _reuse_stored(
-    transform: GraphRAGTransform, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]
-) -> List[int]:
-    """Of `todo`, the nodes to send to the LLM: a node stored already, whose stored triplets came from an
-    extraction with the same digest (the same LLM, prompt and input), gets them back instead."""
-    pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE)) for i in todo}
-    stored = transform.store.get_passages(list(dict.fromkeys(pids.values()))) if todo else {}
-    left = []
-    for i in todo:
-        old, digest = stored.get(pids[i]), _digest(transform, nodes[i])
-        if old is None or old.metadata.get(EXTRACTION_KEY) != digest:
-            left.append(i)
-            continue
-        # as the LLM gave them (not narrowed to the names the chunk states, as a document's inherited ones are)
-        triplets[i] = parse_triplets(old.metadata.get(transform.triplets_key))[0]
-        nodes[i].metadata.update({transform.triplets_key: as_metadata(triplets[i]), EXTRACTION_KEY: digest})
-        mark_pending(nodes[i], False)
-    transform._reused = len(todo) - len(left)
-    return left
-
-
-def _reused_report(reused: int) -> str:
-    return f" ({reused} of them stored already from the same input: no call for those)" if reused else ""
 
 
 def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[List[Triplet]]]) -> None:

@@ -1,6 +1,7 @@
 """GraphRAGIndex: from_documents, as_retriever, as_query_engine (with and without an LLM), reopen, updates."""
 
 import json
+import logging
 from typing import Any, List
 
 import pytest
@@ -12,7 +13,6 @@ from llama_index.core.schema import Document
 from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, Triplet
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, bernoulli_documents
-
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 
 from conftest import ScriptedLLM, graph_llm
@@ -232,9 +232,10 @@ def test_a_refresh_asks_the_llm_only_about_the_chunks_it_has_not_read(make_store
     before = stored_triplets(store)
 
     edited = Document(id_="doc", text="\n\n".join(CHUNKS[:2] + ["Alan Turing broke the cipher."]))
-    assert index.refresh_ref_docs([edited]) == [True]
+    with caplog.at_level(logging.INFO, logger="llama_index_graphrag_milvus"):
+        assert index.refresh_ref_docs([edited]) == [True]
     assert len(llm.prompts) == 4 and "Alan Turing broke the cipher." in llm.prompts[-1]  # the edited chunk alone
-    assert "(2 of them stored already from the same input: no call for those)" in caplog.text
+    assert "2 of 3 nodes took the triplets stored from the same extraction call" in caplog.text
     after = stored_triplets(store)
     assert after == {**{c: before[c] for c in CHUNKS[:2]},
                      "Alan Turing broke the cipher.": [["Alan Turing", "opens", "cipher."], ["Resolved Alan", "is", "Canonical"]]}
@@ -251,6 +252,7 @@ def test_another_prompt_or_a_store_built_without_the_llm_is_asked_again(make_sto
     llm_index(store, None, "\n\n".join(CHUNKS))  # the no-LLM extractor's triplets
     index = llm_index(store, llm, "\n\n".join(CHUNKS))
     assert len(llm.prompts) == 3  # upgraded: every chunk read by the LLM
+
     def split():
         return SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))])
 
@@ -264,6 +266,9 @@ def test_another_prompt_or_a_store_built_without_the_llm_is_asked_again(make_sto
     llm.system_prompt = "Answer tersely."
     GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=domain.partial_format(domain="law"))(split())
     assert len(llm.prompts) == 12
+    GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=domain.partial_format(domain="law"),
+                      max_triplets_per_node=1)(split())  # a cap the prompt does not show
+    assert len(llm.prompts) == 15 and all(len(t) == 1 for t in stored_triplets(store).values())
 
 
 def test_chunks_given_again_with_their_llm_triplets_keep_them_all(make_store):

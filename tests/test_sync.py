@@ -156,3 +156,25 @@ def test_retrievals_in_threads_run_across_syncs(make_store):
             thread.join()
     assert errors == []
     assert store.match_entities("Did Visitor 5 visit Orsk?") == ["visitor 5", "orsk"]
+
+
+@pytest.mark.parametrize("when", ["_plan", "_write_index"])
+def test_another_stores_write_while_this_one_plans_or_writes_is_caught_up_after(make_store, monkeypatch, when):
+    """Writes from two processes at once race on the index rows, but the caches do not stay behind: a
+    write that another store's write overlapped leaves them marked behind, and the next sync catches up."""
+    store = make_store()
+    ingest(store)
+    other, writer = other_store(store), store._writer
+    step, others = getattr(writer, when), []
+
+    def step_and_other_write(*args, **kwargs):
+        done = step(*args, **kwargs)
+        if not others:  # once: the other store's own write goes through its own writer
+            others.append(add(other, [BOB]))
+        return done
+
+    monkeypatch.setattr(writer, when, step_and_other_write)
+    store.add([TextNode(id_="ann", text="Ann visited Tula.", metadata={"triplets": [["Ann", "visited", "Tula"]]})])
+    assert store.sync()
+    assert store.match_entities("Did Ann or Bob visit Orsk or Tula?") == ["ann", "bob", "orsk", "tula"]
+    assert store.backend.counts() == store.count()

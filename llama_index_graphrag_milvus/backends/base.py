@@ -152,12 +152,13 @@ class GraphBackend(Protocol):
     def writing(self) -> None:
         """A write is about to change Milvus: anything saved about it is stale from now on."""
 
-    def written(self, generation: str) -> None:
-        """The write finished whole: the adjacency holds Milvus' state `generation`."""
+    def written(self, generation: Optional[str]) -> None:
+        """The write finished whole: the adjacency holds Milvus' state `generation` (None: another store
+        wrote meanwhile, so it holds less)."""
 
-    def behind(self) -> bool:
-        """Whether another store wrote since what the backend keeps in memory was built (False if it
-        keeps nothing)."""
+    def behind(self, since: Optional[str] = None) -> bool:
+        """Whether another store wrote since what the backend keeps in memory was built, or since Milvus'
+        generation was `since` (False if it keeps nothing)."""
 
     def apply(self, written: Written) -> None:
         """Mirror a write that Milvus now holds whole (nothing, for Milvus)."""

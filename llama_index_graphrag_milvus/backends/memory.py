@@ -102,11 +102,12 @@ class MemoryGraph:
             snapshot_file.discard(self.snapshot)
         self._current, self._generation = False, None
 
-    def written(self, generation: str) -> None:
+    def written(self, generation: Optional[str]) -> None:
         self._generation = generation
 
-    def behind(self) -> bool:
-        return self._generation is None or self._generation != self.collections.generation()
+    def behind(self, since: Optional[str] = None) -> bool:
+        known = since or self._generation
+        return known is None or known != self.collections.generation()
 
     def apply(self, written: Written) -> None:
         """Mirror a write: the cache and the vector search follow what Milvus now holds."""

@@ -170,10 +170,10 @@ class MilvusGraph:
     def writing(self) -> None:
         pass
 
-    def written(self, generation: str) -> None:
+    def written(self, generation: Optional[str]) -> None:
         pass
 
-    def behind(self) -> bool:
+    def behind(self, since: Optional[str] = None) -> bool:
         return False
 
     def apply(self, written: Written) -> None:

@@ -49,6 +49,15 @@ class _Plan:
     changes: List[PassageChange] = field(default_factory=list)
 
 
+def passages_of(collections: Collections, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
+    """The ids of the documents' stored passages, by document id (one query per 100 documents)."""
+    found: Dict[str, List[str]] = {}
+    for batch in chunked(list(dict.fromkeys(ref_doc_ids)), 100):
+        for row in collections.query(PASSAGES, id_filter(batch, "doc_id"), ["id", "doc_id"]):
+            found.setdefault(row["doc_id"], []).append(row["id"])
+    return found
+
+
 @dataclass
 class Writer:
     """Adds and deletes rows of one store, keeping its adjacency index, graph backend and vector search
@@ -90,7 +99,7 @@ class Writer:
     def delete(self, ref_doc_id: str) -> None:
         """Delete a document: its passages, the relations no other passage states, and the entities left
         with no relation."""
-        self.delete_passages(self.passages_of([ref_doc_id]).get(ref_doc_id, []))
+        self.delete_passages(passages_of(self.collections, [ref_doc_id]).get(ref_doc_id, []))
 
     def delete_passages(self, pids: Sequence[str]) -> None:
         """Delete passages by id, and what only they supported."""
@@ -114,20 +123,11 @@ class Writer:
 
     def clear(self) -> None:
         """Delete every row (the collections stay, so that concurrent readers see an empty store)."""
-        self.graph.writing()
-        self.collections.advance()
+        _, start = self._begin()
         self.collections.delete_all()
         mark_built(self.collections)  # the empty index is whole
         self.graph.reset()
-        self.graph.written(self.collections.advance())
-
-    def passages_of(self, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
-        """The ids of the documents' stored passages, by document id (one query per 100 documents)."""
-        found: Dict[str, List[str]] = {}
-        for batch in chunked(list(dict.fromkeys(ref_doc_ids)), 100):
-            for row in self.collections.query(PASSAGES, id_filter(batch, "doc_id"), ["id", "doc_id"]):
-                found.setdefault(row["doc_id"], []).append(row["id"])
-        return found
+        self._end(False, start)
 
     def _written(
         self, before_passages: Callable[[], None], passages: Callable[[], Written], plan: Optional[_Plan],
@@ -135,8 +135,7 @@ class Writer:
     ) -> None:
         """Run a planned write between two new generations: what comes before the passages, then the
         passages and what follows them. The backend mirrors it once it is whole."""
-        self.graph.writing()
-        self.collections.advance()
+        behind, start = self._begin()
         try:
             before_passages()
         except Exception as exc:
@@ -146,7 +145,21 @@ class Writer:
         except Exception as exc:
             self._reconcile(changes, change, exc, len(plan.passages) - len(changes) if plan else 0)
         self.graph.apply(done)
-        self.graph.written(self.collections.advance())  # a second token: readers meanwhile can tell
+        self._end(behind, start)
+
+    def _begin(self) -> Tuple[bool, str]:
+        """Before a write's first row: whether another store wrote since the backend's caches were built
+        (the write was planned on them), and the generation token that marks the write's start."""
+        behind = self.graph.behind()
+        self.graph.writing()
+        return behind, self.collections.advance()
+
+    def _end(self, behind: bool, start: str) -> None:
+        """After a write's last row, a second token (a store that read the rows meanwhile can tell). The
+        backend holds it only if no other store wrote before or during the write: else it is `behind`."""
+        behind = behind or self.graph.behind(start)
+        end = self.collections.advance()
+        self.graph.written(None if behind else end)
 
     # planning ---------------------------------------------------------------------------------
     def _held(self, pids: List[str]) -> Dict[str, Dict[str, Any]]:

@@ -251,8 +251,9 @@ class Collections:
         return rows[0]["generation"] if rows else ""
 
     def advance(self) -> str:
-        """Mark the start of a write: a new random generation token, returned. Called before the write's
-        first row, so that nothing saved about the previous state is trusted again."""
+        """A new random generation token, returned. A write calls it before its first row, so that nothing
+        saved about the previous state is trusted again, and after its last (or its repair), so that a store
+        that read the rows in between can tell."""
         token = uuid.uuid4().hex
         self.client.upsert(self.state_name, [{"id": 0, "generation": token, "embedding": [1.0, 0.0]}])
         return token
@@ -308,9 +309,9 @@ class Collections:
     def pages(self, kind: str, fields: Sequence[str]) -> Iterator[List[Dict[str, Any]]]:
         """Every row of a collection, a page at a time. On Milvus Lite, where each query costs about a
         scan whatever its limit, a page is a primary-key range of about `LITE_PAGE` rows (one
-        unbounded query each); on a server, `query_iterator` pages, read Strong (once: the pages after
-        the first read the same state), so that caches built from them hold every write that advanced
-        the generation read before them, whichever client made it."""
+        unbounded query each); on a server, `query_iterator` pages, read Strong, so that caches built
+        from them hold every write that advanced the generation read before them, whichever client made
+        it."""
         if self.is_lite:
             strings = kind == PASSAGES
             for filter_ in _id_ranges(-(-self.count(kind) // LITE_PAGE), strings):

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode
 
+from llama_index_graphrag_milvus.ingest.extract.given import as_metadata, exclude_from_content, mark_pending
 from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
 from llama_index_graphrag_milvus.llm.parsing import parse_json_object
-from llama_index_graphrag_milvus.schema import Triplet, parse_triplets
+from llama_index_graphrag_milvus.schema import Triplet, parse_triplets, passage_id
 
 logger = logging.getLogger(__name__)
 
@@ -34,10 +35,50 @@ def extraction_digest(llm: LLM, prompt: PromptTemplate, node: BaseNode, max_trip
     wrapper) and the prompt as formatted for the passage (its partial values, the triplet cap, the passage
     as the LLM reads it: its text and the metadata shown to the LLM). Sampling settings are not in it."""
     wrapper = getattr(llm, "query_wrapper_prompt", None)
+    text = node.get_content(metadata_mode=MetadataMode.LLM)
     parts = (type(llm).__name__, llm.metadata.model_dump_json(), str(getattr(llm, "system_prompt", None)),
-             wrapper.get_template() if wrapper is not None else "",
-             prompt.format(llm=llm, text=node.get_content(metadata_mode=MetadataMode.LLM), max_triplets=max_triplets))
+             wrapper.get_template() if wrapper is not None else "", str(max_triplets),
+             prompt.format(llm=llm, text=text, max_triplets=max_triplets))
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class StoredExtractions:
+    """The LLM extractions stored with passages already, for nodes about to be sent to the LLM: a node
+    whose passage is stored with the digest of the same call (`EXTRACTION_KEY`) gets the stored triplets.
+
+    Args:
+        get_passages: Stored passage nodes by passage id (`MilvusGraphStore.get_passages`).
+        llm, prompt, max_triplets: The extraction call's.
+        key: The metadata key of the triplets.
+    """
+
+    def __init__(self, get_passages: Callable[[List[str]], Dict[str, BaseNode]], llm: LLM, prompt: PromptTemplate,
+                 max_triplets: int, key: str) -> None:
+        self.get_passages, self.llm, self.prompt, self.max_triplets, self.key = get_passages, llm, prompt, max_triplets, key
+        self.digests: Dict[int, str] = {}  # by node position: the digest of its call, for the nodes asked of `reuse`
+
+    def reuse(self, nodes: List[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]) -> List[int]:
+        """Of the nodes at positions `todo`, those to send to the LLM; the others get their stored triplets,
+        as the LLM gave them (not narrowed to the names a chunk states), in `triplets` and their metadata."""
+        for i in todo:
+            exclude_from_content(nodes[i], EXTRACTION_KEY)
+            self.digests[i] = extraction_digest(self.llm, self.prompt, nodes[i], self.max_triplets)
+        pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE)) for i in todo}
+        stored = self.get_passages(list(dict.fromkeys(pids.values()))) if todo else {}
+        left = []
+        for i in todo:
+            old = stored.get(pids[i])
+            raw = old.metadata.get(self.key) if old is not None else None
+            if old is None or old.metadata.get(EXTRACTION_KEY) != self.digests[i] or not isinstance(raw, list):
+                left.append(i)
+                continue
+            triplets[i] = parse_triplets(raw)[0][: self.max_triplets]
+            nodes[i].metadata.update({self.key: as_metadata(triplets[i]), EXTRACTION_KEY: self.digests[i]})
+            mark_pending(nodes[i], False)
+        if len(left) < len(todo):
+            logger.info("%d of %d nodes took the triplets stored from the same extraction call: no call for them.",
+                        len(todo) - len(left), len(todo))
+        return left
 
 
 class Extraction(NamedTuple):
