@@ -193,8 +193,8 @@ class GraphRAGIndex:
         is unchanged keeps its vector, and only new entities and relations are embedded), then the
         stored passages its new split no longer gives are deleted: readers see the old document or the
         new, never neither. The LLM extracts only the chunks it has not read as they are now (the
-        transform reuses a stored extraction of the same input, prompt and model). The steps before the graph write run on
-        every document to compare (cheap for a splitter; a KG extractor there runs too).
+        transform reuses a stored extraction of the same input, prompt and model). The steps before the
+        graph write run on every document to compare (cheap for a splitter; a KG extractor there runs too).
         """
         nodes_of = self._split(documents)
         stored = self._stored([doc.doc_id for doc in documents])

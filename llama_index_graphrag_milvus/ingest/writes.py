@@ -5,9 +5,9 @@ A write is planned whole first: every row built and checked, every embedding com
 so that bad input is refused before anything is written. Then it advances the store's generation in
 Milvus and writes entities, then relations, then the adjacency index, then passages (each passage with
 the ids of the relations it states), then deletes what the write orphaned, and advances the generation
-again (a store that read the rows in between can tell that it missed some: `MilvusGraphStore.sync`). So an interrupted call never
-leaves a passage pointing at a relation that is not stored, and running it again writes what it had not
-(if neither the call nor its recovery below could finish, the rows it orphaned may stay: entities and
+again (a store that read the rows in between can tell that it missed some: `MilvusGraphStore.sync`).
+So an interrupted call never leaves a passage pointing at a relation that is not stored, and running it
+again writes what it had not (if neither the call nor its recovery below could finish, the rows it orphaned may stay: entities and
 relations that no passage states, which no retrieval returns). If Milvus
 refuses a row before the first passage is written (or deleted), the index is restored and what the call
 added deleted again: nothing of it stays. If it refuses one after, the passages written stand, and the

@@ -52,10 +52,13 @@ class StoredExtractions:
         key: The metadata key of the triplets.
     """
 
-    def __init__(self, get_passages: Callable[[List[str]], Dict[str, BaseNode]], llm: LLM, prompt: PromptTemplate,
-                 max_triplets: int, key: str) -> None:
-        self.get_passages, self.llm, self.prompt, self.max_triplets, self.key = get_passages, llm, prompt, max_triplets, key
-        self.digests: Dict[int, str] = {}  # by node position: the digest of its call, for the nodes asked of `reuse`
+    def __init__(
+        self, get_passages: Callable[[List[str]], Dict[str, BaseNode]], llm: LLM, prompt: PromptTemplate,
+        max_triplets: int, key: str,
+    ) -> None:
+        self.get_passages, self.llm, self.prompt = get_passages, llm, prompt
+        self.max_triplets, self.key = max_triplets, key
+        self.digests: Dict[int, str] = {}  # by node position: the digest of its call (the nodes `reuse` saw)
 
     def reuse(self, nodes: List[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]) -> List[int]:
         """Of the nodes at positions `todo`, those to send to the LLM; the others get their stored triplets,
@@ -63,7 +66,8 @@ class StoredExtractions:
         for i in todo:
             exclude_from_content(nodes[i], EXTRACTION_KEY)
             self.digests[i] = extraction_digest(self.llm, self.prompt, nodes[i], self.max_triplets)
-        pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE)) for i in todo}
+        pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE))
+                for i in todo}
         stored = self.get_passages(list(dict.fromkeys(pids.values()))) if todo else {}
         left = []
         for i in todo:
