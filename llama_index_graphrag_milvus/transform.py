@@ -276,7 +276,7 @@ class GraphRAGTransform(TransformComponent):
             if extracted.triplets is not None:
                 triplets[i] = extracted.triplets
                 nodes[i].metadata[self.triplets_key] = as_metadata(extracted.triplets)
-                nodes[i].metadata[EXTRACTION_KEY] = stored.digests[i]
+                nodes[i].metadata[EXTRACTION_KEY] = stored.digest(i, nodes[i])
             mark_pending(nodes[i], extracted.failed)
         fallback = [i for i, extracted in zip(todo, results) if extracted.triplets is None]
         if fallback:

@@ -58,26 +58,30 @@ class StoredExtractions:
     ) -> None:
         self.get_passages, self.llm, self.prompt = get_passages, llm, prompt
         self.max_triplets, self.key = max_triplets, key
-        self.digests: Dict[int, str] = {}  # by node position: the digest of its call (the nodes `reuse` saw)
+        self.digests: Dict[int, str] = {}  # by node position
+
+    def digest(self, i: int, node: BaseNode) -> str:
+        """The digest of the call for `node` (at position `i`), computed once."""
+        if i not in self.digests:
+            exclude_from_content(node, EXTRACTION_KEY)
+            self.digests[i] = extraction_digest(self.llm, self.prompt, node, self.max_triplets)
+        return self.digests[i]
 
     def reuse(self, nodes: List[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]) -> List[int]:
         """Of the nodes at positions `todo`, those to send to the LLM; the others get their stored triplets,
         as the LLM gave them (not narrowed to the names a chunk states), in `triplets` and their metadata."""
-        for i in todo:
-            exclude_from_content(nodes[i], EXTRACTION_KEY)
-            self.digests[i] = extraction_digest(self.llm, self.prompt, nodes[i], self.max_triplets)
         pids = {i: passage_id(nodes[i].ref_doc_id or nodes[i].node_id, nodes[i].get_content(MetadataMode.NONE))
                 for i in todo}
         stored = self.get_passages(list(dict.fromkeys(pids.values()))) if todo else {}
         left = []
         for i in todo:
-            old = stored.get(pids[i])
+            digest, old = self.digest(i, nodes[i]), stored.get(pids[i])  # the digest of the input as sent
             raw = old.metadata.get(self.key) if old is not None else None
-            if old is None or old.metadata.get(EXTRACTION_KEY) != self.digests[i] or not isinstance(raw, list):
+            if old is None or old.metadata.get(EXTRACTION_KEY) != digest or not isinstance(raw, list):
                 left.append(i)
                 continue
             triplets[i] = parse_triplets(raw)[0][: self.max_triplets]
-            nodes[i].metadata.update({self.key: as_metadata(triplets[i]), EXTRACTION_KEY: self.digests[i]})
+            nodes[i].metadata.update({self.key: as_metadata(triplets[i]), EXTRACTION_KEY: digest})
             mark_pending(nodes[i], False)
         if len(left) < len(todo):
             logger.info("%d of %d nodes took the triplets stored from the same extraction call: no call for them.",
