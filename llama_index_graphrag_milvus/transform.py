@@ -27,7 +27,7 @@ from llama_index_graphrag_milvus.llm.guard import guard_of
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
-from llama_index_graphrag_milvus.schema import Triplet, parse_triplets
+from llama_index_graphrag_milvus.schema import Triplet
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class GraphRAGTransform(TransformComponent):
                 exclude_from_content(node, PENDING_KEY)
                 if is_pending(node) and self.extracts_with_llm:
                     node.metadata.pop(self.triplets_key, None)
-            triplets.append(_carried(node, self.triplets_key))
+            triplets.append(given_triplets(node, self.triplets_key))
         return triplets
 
     def _with_text_links(
@@ -283,14 +283,6 @@ class GraphRAGTransform(TransformComponent):
             extractor = CooccurrenceExtractor(triplets_key=self.triplets_key)
             self._extracted(nodes, triplets, fallback, await asyncio.to_thread(extractor, [nodes[i] for i in fallback]))
         return triplets, fallback
-
-
-def _carried(node: BaseNode, key: str) -> Optional[List[Triplet]]:
-    """The triplets a node carries (`given_triplets`); those of an LLM extraction (`EXTRACTION_KEY`) as the
-    LLM gave them, not narrowed to the names a chunk states as a document's inherited triplets are."""
-    if node.metadata.get(EXTRACTION_KEY) and isinstance(node.metadata.get(key), list):
-        return parse_triplets(node.metadata[key])[0]
-    return given_triplets(node, key)
 
 
 def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[List[Triplet]]]) -> None:

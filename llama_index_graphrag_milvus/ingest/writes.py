@@ -7,8 +7,8 @@ Milvus and writes entities, then relations, then the adjacency index, then passa
 the ids of the relations it states), then deletes what the write orphaned, and advances the generation
 again (a store that read the rows in between can tell that it missed some: `MilvusGraphStore.sync`).
 So an interrupted call never leaves a passage pointing at a relation that is not stored, and running it
-again writes what it had not (if neither the call nor its recovery below could finish, the rows it orphaned may stay: entities and
-relations that no passage states, which no retrieval returns). If Milvus
+again writes what it had not (if neither the call nor its recovery below could finish, the rows it
+orphaned may stay: entities and relations that no passage states, which no retrieval returns). If Milvus
 refuses a row before the first passage is written (or deleted), the index is restored and what the call
 added deleted again: nothing of it stays. If it refuses one after, the passages written stand, and the
 index and the orphans are made to agree with the passages Milvus holds (`_reconcile`). The graph backend

@@ -27,6 +27,9 @@ TRIPLETS_KEY = "triplets"
 PENDING_KEY = "graphrag_pending_extraction"
 #: The Milvus filter of the pending passages (their rows keep the node's metadata as dynamic fields).
 PENDING_FILTER = f"{PENDING_KEY} == true"
+#: The node metadata key of a passage whose triplets the LLM gave: a digest of that call's input
+#: (`extract.llm.extraction_digest`). Such triplets are the chunk's own, never narrowed as inherited ones.
+EXTRACTION_KEY = "graphrag_llm_extraction"
 
 
 class ExcludeTriplets(TransformComponent):
@@ -102,8 +105,9 @@ def is_chunk(node: BaseNode) -> bool:
 
 
 def _of_chunk(node: BaseNode, triplets: List[Triplet]) -> List[Triplet]:
-    """The triplets a chunk names, or all of them if it names none (or is not a chunk)."""
-    if not triplets or not is_chunk(node):
+    """The triplets a chunk names, or all of them if it names none (or is not a chunk, or they are the
+    LLM's extraction of this very chunk)."""
+    if not triplets or not is_chunk(node) or node.metadata.get(EXTRACTION_KEY):
         return triplets
     text = normalize_name(node.get_content(MetadataMode.NONE))
     named = {}

@@ -19,15 +19,18 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from llama_index_graphrag_milvus.ingest.extract.given import as_metadata, exclude_from_content, mark_pending
+from llama_index_graphrag_milvus.ingest.extract.given import (
+    EXTRACTION_KEY,
+    as_metadata,
+    exclude_from_content,
+    given_triplets,
+    mark_pending,
+)
 from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
 from llama_index_graphrag_milvus.llm.parsing import parse_json_object
 from llama_index_graphrag_milvus.schema import Triplet, parse_triplets, passage_id
 
 logger = logging.getLogger(__name__)
-
-#: The metadata key of a passage whose triplets the LLM gave: the `extraction_digest` of that call.
-EXTRACTION_KEY = "graphrag_llm_extraction"
 
 
 def extraction_digest(llm: LLM, prompt: PromptTemplate, node: BaseNode, max_triplets: int) -> str:
@@ -80,7 +83,7 @@ class StoredExtractions:
             if old is None or old.metadata.get(EXTRACTION_KEY) != digest or not isinstance(raw, list):
                 left.append(i)
                 continue
-            triplets[i] = parse_triplets(raw)[0][: self.max_triplets]
+            triplets[i] = (given_triplets(old, self.key) or [])[: self.max_triplets]
             nodes[i].metadata.update({self.key: as_metadata(triplets[i]), EXTRACTION_KEY: digest})
             mark_pending(nodes[i], False)
         if len(left) < len(todo):
