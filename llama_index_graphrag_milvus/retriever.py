@@ -23,8 +23,9 @@ from llama_index_graphrag_milvus.events import (
     GraphRAGRerankEvent,
 )
 from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
+from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
-from llama_index_graphrag_milvus.llm.mentions import aquestion_mentions, question_mentions
+from llama_index_graphrag_milvus.llm.mentions import question_mentions
 from llama_index_graphrag_milvus.llm.prompts import NER_PROMPT, RERANK_PROMPT
 from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
 from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet, entity_id
@@ -137,76 +138,50 @@ class GraphRAGRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         return (await self.atrace(query_bundle)).nodes
 
-    @dispatcher.span
     def trace(self, query: QueryBundle | str) -> Retrieval:
         """Retrieve, and return every step: mentions, seeds, candidates, chosen relations, passages."""
-        bundle = QueryBundle(query) if isinstance(query, str) else query
-        run = Retrieval(query=bundle.query_str)
-        llm_failed = self._entity_search(run)
-        vector = bundle.embedding or self.store.embed_model.get_query_embedding(bundle.query_str)
-        seeds, hood = self._gather(run, vector)
-        ranking, texts = self._rerank(run, vector, seeds, hood, llm_failed)
-        self._map_passages(run, hood, ranking, texts)
-        return run
+        return run_sync(self.atrace(query))
 
     @dispatcher.span
     async def atrace(self, query: QueryBundle | str) -> Retrieval:
-        """Async `trace`: LLM and embedding calls are awaited, Milvus calls run off the event loop."""
+        """Async `trace`. The steps run here, on the event loop: they are Python and numpy work under the
+        GIL, which threads would not speed up. The waits are awaited: the LLM's and the embedding model's
+        blocking calls, each in a thread (as in `llm.guard`: an async client would be bound to one loop)."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
         run = Retrieval(query=bundle.query_str)
-        llm_failed = await self._aentity_search(run)
-        vector = bundle.embedding or await self.store.embed_model.aget_query_embedding(bundle.query_str)
-        seeds, hood = await asyncio.to_thread(self._gather, run, vector)
-        ranking, texts = await self._arerank(run, vector, seeds, hood, llm_failed)
-        await asyncio.to_thread(self._map_passages, run, hood, ranking, texts)
+        llm_failed = await self._entity_search(run)
+        vector = bundle.embedding or await asyncio.to_thread(self.store.embed_model.get_query_embedding, run.query)
+        seeds = self._relation_search(run, vector)
+        self._dense_search(run, vector)
+        hood = self._expand(run, vector, seeds)
+        ranking, texts = await self._rerank(run, vector, seeds, hood, llm_failed)
+        self._map_passages(run, hood, ranking, texts)
         return run
 
     def explain(self, query: QueryBundle | str) -> "Explanation":
         """Retrieve, and return an `Explanation`: seeds, candidates, chosen relations and passages, printable
         and drawable (`.to_png(path)`, inline in a notebook)."""
-        from llama_index_graphrag_milvus.explain import Explanation
-
-        return Explanation.of(self.trace(query), self.store)
+        return run_sync(self.aexplain(query))
 
     async def aexplain(self, query: QueryBundle | str) -> "Explanation":
         """Async `explain`."""
         from llama_index_graphrag_milvus.explain import Explanation
 
-        run = await self.atrace(query)
-        return await asyncio.to_thread(Explanation.of, run, self.store)
+        return Explanation.of(await self.atrace(query), self.store)
 
     # steps --------------------------------------------------------------------------------------
     @dispatcher.span
-    def _entity_search(self, run: Retrieval) -> bool:
+    async def _entity_search(self, run: Retrieval) -> bool:
         """The entities the question names (LLM NER or known names), and the nearest entities to each;
         return whether the LLM's NER call failed (its rerank is then skipped)."""
         start = time.perf_counter()
-        run.mentions, llm_failed = question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
-        vectors = _mention_vectors(self.store, run.mentions) if run.mentions else []
-        self._search_entities(run, vectors, start)
-        return llm_failed
-
-    @dispatcher.span
-    async def _aentity_search(self, run: Retrieval) -> bool:
-        start = time.perf_counter()
-        run.mentions, llm_failed = await aquestion_mentions(
-            run.query, self.store.has_entities, self.llm, self.ner_prompt
-        )
-        vectors = await _amention_vectors(self.store, run.mentions) if run.mentions else []
-        await asyncio.to_thread(self._search_entities, run, vectors, start)
-        return llm_failed
-
-    def _search_entities(self, run: Retrieval, mention_vectors: List[List[float]], start: float) -> None:
-        for hits in self.store.search_entities(mention_vectors, self.entity_top_k):
+        run.mentions, llm_failed = await question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
+        vectors = await _mention_vectors(self.store, run.mentions) if run.mentions else []
+        for hits in self.store.search_entities(vectors, self.entity_top_k):
             run.seed_entities.extend(hits)
         entities = [f"{e.name} ({e.score:.3f})" for e in run.seed_entities]
         _emit(GraphRAGEntitySearchEvent, run, start, mentions=list(run.mentions), entities=entities, by_llm=self.llm is not None)
-
-    def _gather(self, run: Retrieval, vector: List[float]) -> Tuple[List[Scored], Neighbourhood]:
-        """Seed relations, dense passages and the candidate relations around them."""
-        seeds = self._relation_search(run, vector)
-        self._dense_search(run, vector)
-        return seeds, self._expand(run, vector, seeds)
+        return llm_failed
 
     @dispatcher.span
     def _relation_search(self, run: Retrieval, vector: List[float]) -> List[Scored]:
@@ -257,27 +232,16 @@ class GraphRAGRetriever(BaseRetriever):
         return self.ranker.base if llm_failed and isinstance(self.ranker, LLMRanker) else self.ranker
 
     @dispatcher.span
-    def _rerank(
+    async def _rerank(
         self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood, llm_failed: bool = False
     ) -> _Ranked:
         """Order the passages with the ranker; record the chosen relations."""
         start = time.perf_counter()
-        ranking = self._ranker_for(llm_failed).rank(self._task(run, vector, seeds, hood))
-        return ranking, self._record(run, seeds, hood, ranking, start)
-
-    @dispatcher.span
-    async def _arerank(
-        self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood, llm_failed: bool = False
-    ) -> _Ranked:
-        start = time.perf_counter()
         ranking = await arank(self._ranker_for(llm_failed), self._task(run, vector, seeds, hood))
-        return ranking, await asyncio.to_thread(self._record, run, seeds, hood, ranking, start)
-
-    def _record(self, run: Retrieval, seeds: List[Scored], hood: Neighbourhood, ranking: Ranking, start: float) -> _Texts:
         texts = _record(self.store, run, seeds, hood, ranking, self.similarity_top_k)
         _emit(GraphRAGRerankEvent, run, start, reranker=run.reranker, chosen=[str(r) for r in run.chosen],
               thought_process=run.thought_process)
-        return texts
+        return ranking, texts
 
     @dispatcher.span
     def _map_passages(self, run: Retrieval, hood: Neighbourhood, ranking: Ranking, texts: _Texts) -> None:
@@ -293,20 +257,14 @@ _Texts = Dict[int, Triplet]
 _Ranked = Tuple[Ranking, _Texts]
 
 
-def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
+async def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
     """A vector for each name of the question: a stored entity's own when the name is one (by its id),
     else the embedding model's (one batch for the rest)."""
     ids = [entity_id(m) for m in mentions]
     stored = store.entity_vectors(ids)
     rest = [m for m, i in zip(mentions, ids) if i not in stored]
-    return _in_order(ids, stored, store.embed_model.get_text_embedding_batch(rest) if rest else [])
-
-
-async def _amention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
-    ids = [entity_id(m) for m in mentions]
-    stored = await asyncio.to_thread(store.entity_vectors, ids)
-    rest = [m for m, i in zip(mentions, ids) if i not in stored]
-    return _in_order(ids, stored, await store.embed_model.aget_text_embedding_batch(rest) if rest else [])
+    embedded = await asyncio.to_thread(store.embed_model.get_text_embedding_batch, rest) if rest else []
+    return _in_order(ids, stored, embedded)
 
 
 def _in_order(ids: List[int], stored: Dict[int, List[float]], embedded: List[List[float]]) -> List[List[float]]:

@@ -7,7 +7,7 @@ import logging
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from llama_index.core.async_utils import asyncio_run, run_jobs
+from llama_index.core.async_utils import run_jobs
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
@@ -23,7 +23,7 @@ from llama_index_graphrag_milvus.ingest.extract import (
 from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
 from llama_index_graphrag_milvus.ingest.extract.given import PENDING_FILTER, PENDING_KEY, is_pending, mark_pending
 from llama_index_graphrag_milvus.ingest.extract.llm import EXTRACTION_KEY, StoredExtractions, aextract
-from llama_index_graphrag_milvus.llm.guard import guard_of
+from llama_index_graphrag_milvus.llm.guard import guard_of, run_sync
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
@@ -153,17 +153,7 @@ class GraphRAGTransform(TransformComponent):
         return self.extractor is None and self.llm is not None
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        triplets = self._given(nodes)
-        todo, fallback = [i for i, t in enumerate(triplets) if t is None], []
-        if todo and self.extracts_with_llm:
-            triplets, fallback = asyncio_run(self._extract_missing(nodes, triplets))
-        elif todo:
-            extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
-            self._extracted(nodes, triplets, todo, extractor([nodes[i] for i in todo]))
-        linked = self._with_text_links(nodes, triplets, todo, fallback)
-        self._report(nodes, triplets, linked, todo, fallback)
-        self.store.add(nodes, linked)  # it also rewrites a passage whose pending mark alone changed
-        return nodes
+        return run_sync(self.acall(nodes, **kwargs))
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)
@@ -175,7 +165,7 @@ class GraphRAGTransform(TransformComponent):
             self._extracted(nodes, triplets, todo, await extractor.acall([nodes[i] for i in todo]))
         linked = await asyncio.to_thread(self._with_text_links, nodes, triplets, todo, fallback)
         self._report(nodes, triplets, linked, todo, fallback)
-        await self.store.aadd(nodes, linked)
+        await self.store.aadd(nodes, linked)  # it also rewrites a passage whose pending mark alone changed
         return nodes
 
     def _given(self, nodes: Sequence[BaseNode]) -> List[Optional[List[Triplet]]]:

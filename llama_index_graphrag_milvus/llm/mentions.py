@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Any, Callable, List, NamedTuple, Optional
@@ -88,12 +87,12 @@ class QuestionMentions(NamedTuple):
     llm_failed: bool = False
 
 
-def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
+async def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
     """The entities an LLM names in `query`: none when its answer is unusable (with a warning), None when
     the call failed or was not made (`llm.guard`: a deadline, and a circuit breaker after failures)."""
     answer: Optional[str] = None
     try:
-        answer = guard_of(llm).call("ner", lambda: llm.predict(prompt, query_str=query))
+        answer = await guard_of(llm).call("ner", lambda: llm.predict(prompt, query_str=query))
         return read_mentions(answer)
     except LLMUnavailable as exc:
         return _unavailable(exc)
@@ -101,31 +100,13 @@ def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[
         return _fallback(exc, answer)
 
 
-async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
-    """Async `llm_mentions`."""
-    answer: Optional[str] = None
-    try:
-        answer = await guard_of(llm).acall("ner", lambda: llm.apredict(prompt, query_str=query))
-        return read_mentions(answer)
-    except LLMUnavailable as exc:
-        return _unavailable(exc)
-    except Exception as exc:
-        return _fallback(exc, answer)
-
-
-def question_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> QuestionMentions:
+async def question_mentions(
+    query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate
+) -> QuestionMentions:
     """The entities a question names: with an LLM, its names first, then the known names it missed (they
     cost nothing); without one, or when its call failed, the known names."""
     known = known_names(query, is_known)
-    return known_or_merged(known, None if llm is None else llm_mentions(llm, prompt, query), llm is not None)
-
-
-async def aquestion_mentions(
-    query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate
-) -> QuestionMentions:
-    """Async `question_mentions`: the known names are matched off the event loop."""
-    known = await asyncio.to_thread(known_names, query, is_known)
-    return known_or_merged(known, None if llm is None else await allm_mentions(llm, prompt, query), llm is not None)
+    return known_or_merged(known, None if llm is None else await llm_mentions(llm, prompt, query), llm is not None)
 
 
 def known_or_merged(known: List[str], by_llm: Optional[List[str]], asked: bool) -> QuestionMentions:

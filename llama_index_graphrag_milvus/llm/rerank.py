@@ -64,7 +64,7 @@ def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelatio
     return RerankResult([])
 
 
-def llm_rerank(
+async def llm_rerank(
     llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
 ) -> RerankResult:
     """Rerank with the one-shot chain-of-thought prompt."""
@@ -73,26 +73,9 @@ def llm_rerank(
     answer: object = None
     try:
         lines = format_candidates(candidates)
-        answer = guard_of(llm).call(
+        answer = await guard_of(llm).call(
             "rerank", lambda: llm.predict(prompt, query_str=query, relationships=lines, top_n=top_n)
         )
         return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
     except Exception as exc:  # a failing or garbled LLM must not fail retrieval
-        return _fallback(exc, answer, candidates, top_n)
-
-
-async def allm_rerank(
-    llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
-) -> RerankResult:
-    """Async `llm_rerank`."""
-    if not candidates:
-        return RerankResult([])
-    answer: object = None
-    try:
-        lines = format_candidates(candidates)
-        answer = await guard_of(llm).acall(
-            "rerank", lambda: llm.apredict(prompt, query_str=query, relationships=lines, top_n=top_n)
-        )
-        return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
-    except Exception as exc:
         return _fallback(exc, answer, candidates, top_n)

@@ -117,7 +117,7 @@ async def aextract(
     `raise_on_error`."""
     text = node.get_content(metadata_mode=MetadataMode.LLM)
     try:
-        answer = await guard_of(llm).acall("extraction", lambda: llm.apredict(prompt, text=text, max_triplets=max_triplets))
+        answer = await guard_of(llm).call("extraction", lambda: llm.predict(prompt, text=text, max_triplets=max_triplets))
         return Extraction(parse_extraction(answer, max_triplets))
     except LLMUnavailable as exc:
         if raise_on_error:
