@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -49,8 +50,8 @@ class GraphRAGRetriever(BaseRetriever):
     2. Expansion of these seeds over the adjacency (`store.expand`): never through hub entities, every
        step cut to the relations most similar to the question.
     3. A ranker (`ranking`) orders the passages: by default the reciprocal-rank fusion of HippoRAG 2's
-       PageRank, the chain ranking, the hop and the topic ranking (`ranking.fused`); with `llm`, the relations the LLM picks among the best candidates lift their
-       passages within that ranking.
+       PageRank, the chain ranking, the hop and the topic ranking (`ranking.FusedRanker`); with `llm`,
+       the relations the LLM picks among the best candidates lift their passages within that ranking.
     4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
        it in `metadata["graphrag_relations"]`.
 
@@ -59,23 +60,29 @@ class GraphRAGRetriever(BaseRetriever):
         llm: For NER and rerank (2 LLM calls a question). By default `Settings.llm` when it is set, else
             OpenAI when OPENAI_API_KEY is set, else none; `llm=None` retrieves with no LLM call at all.
         similarity_top_k: Passages returned.
+        ranker: How the passages are ranked: "fused" (the default), "chain", "ppr", "similarity", "hop",
+            "topic" (those two each alone, then dense retrieval's passages), or a ranker object
+            (`ranking`: `ChainRanker(graph_weight=...)`, `FusedRanker(rankers, weights, k)`, your own).
+            With `llm`, the LLM's pick lifts passages within it (`ranking.LLMRanker`; given as the
+            ranker, an `LLMRanker` is used as it is).
+        llm_trust: How far the LLM's pick is trusted: "confirmed" (the default) puts its passages first
+            when the graph confirms the picks as a chain from the question's entities, and else lets it
+            vote in the fusion; "always" puts them first; "vote" only votes.
         entity_top_k: Entities found per mention.
         relation_top_k: Relations found for the question.
         expansion_degree: Degrees of expansion (1 or 2 is enough).
+
+    Fine settings (chosen on the dev sets; they shape the expansion, which every ranker reads):
         max_candidate_relations: Cap on the candidates (and on each hop's frontier), by similarity.
         rerank_top_n: Relations the LLM is asked to choose at most; relations listed as the chain followed.
-        llm_trust: How far the LLM's pick is trusted: "confirmed" (the default) puts its passages first
-            when the graph confirms the picks as a chain from the question's entities, and else lets it
-            vote in the fusion; "always" puts them first; "vote" only votes (`ranking.LLMRanker`).
-        reranker: "fused" (the default), "chain", "ppr", "similarity", "hop", "topic" (those two each
-            alone, then dense retrieval's passages) or a `Ranker` object: the ranking of the passages,
-            which an `llm`'s choice then lifts passages within.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
-        graph_weight: Weight of the chain score against dense similarity ("chain").
-        hub_fraction: Entities stated in more than this fraction of the passages (at least 20 passages, at most 200: `hub_limit`)
-            are hubs: walks and chains do not continue through them.
+        hub_fraction: Entities stated in more than this fraction of the passages (at least 20 passages,
+            at most 200: `hub_limit`) are hubs: walks and chains do not continue through them.
         use_synonyms: Follow the store's synonym links between entities (expansion and "chain").
         ner_prompt, rerank_prompt: Replace the prompts (also with `update_prompts`).
+
+    Deprecated, still accepted for one release with a FutureWarning: `reranker=` (now `ranker=`),
+    `graph_weight=` (now `ranker=ChainRanker(graph_weight=...)`, or a `FusedRanker` holding one).
     """
 
     def __init__(
@@ -83,21 +90,22 @@ class GraphRAGRetriever(BaseRetriever):
         store: MilvusGraphStore,
         llm: LLMType = DEFAULT,
         similarity_top_k: int = 2,
+        *,
+        ranker: Union[str, Ranker, None] = None,
+        llm_trust: str = "confirmed",
         entity_top_k: int = 3,
         relation_top_k: int = 5,
         expansion_degree: int = 1,
         max_candidate_relations: int = 300,
         rerank_top_n: int = 3,
-        llm_trust: str = "confirmed",
-        reranker: Union[str, Ranker, None] = None,
         dense_seed_k: int = 3,
-        graph_weight: float = 0.3,
         hub_fraction: float = 0.02,
         use_synonyms: bool = True,
         ner_prompt: Optional[PromptTemplate] = None,
         rerank_prompt: Optional[PromptTemplate] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
+        **moved: Any,
     ) -> None:
         _at_least(0, expansion_degree=expansion_degree)
         _at_least(
@@ -105,17 +113,18 @@ class GraphRAGRetriever(BaseRetriever):
             max_candidate_relations=max_candidate_relations, rerank_top_n=rerank_top_n,
         )
         llm = resolve_llm(llm)
-        reranker = "fused" if reranker is None else reranker
-        base = ranker_named(reranker, graph_weight, use_synonyms) if isinstance(reranker, str) else reranker
+        ranker, graph_weight = _moved_arguments(ranker, moved)
+        ranker = "fused" if ranker is None else ranker
+        base = ranker_named(ranker, graph_weight, use_synonyms) if isinstance(ranker, str) else ranker
         self.store, self.llm = store, llm
         self.similarity_top_k, self.entity_top_k, self.relation_top_k = similarity_top_k, entity_top_k, relation_top_k
         self.expansion_degree, self.max_candidate_relations = expansion_degree, max_candidate_relations
         self.rerank_top_n, self.dense_seed_k = rerank_top_n, dense_seed_k
         self.hub_fraction, self.use_synonyms = hub_fraction, use_synonyms
         self.ner_prompt = ner_prompt or NER_PROMPT
-        self.ranker: Ranker = (
-            LLMRanker(llm, base, rerank_prompt or RERANK_PROMPT, trust=llm_trust) if llm is not None else base
-        )
+        if llm is not None and not isinstance(base, LLMRanker):
+            base = LLMRanker(llm, base, rerank_prompt or RERANK_PROMPT, trust=llm_trust)
+        self.ranker: Ranker = base
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     # prompts ------------------------------------------------------------------------------------
@@ -271,6 +280,30 @@ def _in_order(ids: List[int], stored: Dict[int, List[float]], embedded: List[Lis
     """The mentions' vectors in order: the stored ones by entity id, the embedded ones in turn."""
     rest = iter(embedded)
     return [stored[i] if i in stored else next(rest) for i in ids]
+
+
+#: Arguments that moved, accepted for one release with a FutureWarning: what to write instead.
+MOVED_ARGUMENTS = {
+    "reranker": "ranker=",
+    "graph_weight": "ranker=ChainRanker(graph_weight=...), or a FusedRanker holding one",
+}
+
+
+def _moved_arguments(ranker: Union[str, Ranker, None], moved: Dict[str, Any]) -> Tuple[Union[str, Ranker, None], float]:
+    """The ranker and the chain's graph weight, reading the arguments that moved (each with a FutureWarning)."""
+    unknown = sorted(set(moved) - set(MOVED_ARGUMENTS))
+    if unknown:
+        raise TypeError(f"GraphRAGRetriever got unexpected keyword argument(s): {', '.join(unknown)}")
+    for name in moved:
+        warnings.warn(
+            f"GraphRAGRetriever({name}=...) is deprecated and will be removed in the next release: use "
+            f"{MOVED_ARGUMENTS[name]}", FutureWarning, stacklevel=3,
+        )
+    if "reranker" in moved:
+        if ranker is not None:
+            raise TypeError("pass ranker= alone: reranker= is its old name")
+        ranker = moved["reranker"]
+    return ranker, moved.get("graph_weight", 0.3)
 
 
 def _at_least(minimum: int, **values: int) -> None:

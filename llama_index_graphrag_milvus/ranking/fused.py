@@ -93,5 +93,5 @@ def ranker_named(name: str, graph_weight: float = 0.3, synonyms: bool = True) ->
         "topic": lambda: ThenDense(TopicRanker()),
     }
     if name not in named:
-        raise ValueError(f"reranker must be one of {', '.join(named)}, or a Ranker; got {name!r}")
+        raise ValueError(f"ranker must be one of {', '.join(named)}, or a Ranker; got {name!r}")
     return named[name]()
