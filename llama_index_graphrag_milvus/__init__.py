@@ -9,7 +9,7 @@ import os as _os
 _os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from llama_index_graphrag_milvus.explain import Explanation
-from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor
+from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor, LLMTripletExtractor
 from llama_index_graphrag_milvus.index import GraphRAGIndex
 from llama_index_graphrag_milvus.property_graph import GraphRAGSubRetriever, MilvusPropertyGraphStore
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever, Retrieval
@@ -25,6 +25,7 @@ __all__ = [
     "GraphRAGSubRetriever",
     "GraphRAGTransform",
     "GraphStoreError",
+    "LLMTripletExtractor",
     "MilvusGraphStore",
     "MilvusPropertyGraphStore",
     "Retrieval",

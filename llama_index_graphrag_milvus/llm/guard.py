@@ -18,8 +18,10 @@ number of retrievers built by `as_retriever()`) learns of it from the same break
 `failures` consecutive failed calls, or at once after a call that ran out of its deadline (that call
 alone cost its caller the whole deadline; the next would too). While it is open, no call is made: the
 caller takes its no-LLM path at once. After `cooldown` seconds one trial call is let through; its
-success closes the breaker, its failure opens it again. An unusable answer is not a failure here (the
-LLM answered), and neither is a request the server refused for its content (HTTP 400, 413, 422).
+success closes the breaker, its failure opens it again. An explicit ingest does not wait for the
+cooldown: its first extraction call is that trial (a probe), so that a re-run after an outage extracts
+as soon as the LLM is back. An unusable answer is not a failure here (the LLM answered), and neither
+is a request the server refused for its content (HTTP 400, 413, 422).
 """
 
 from __future__ import annotations
@@ -126,11 +128,13 @@ class LLMGuard:
         with self._lock:
             return self._answered and self._failed == 0 and self._open_until is None
 
-    async def call(self, step: str, fn: Callable[[], T]) -> T:
+    async def call(self, step: str, fn: Callable[[], T], probe: bool = False) -> T:
         """`fn()` (one blocking LLM call of `step`, e.g. `lambda: llm.predict(...)`) in a daemon thread,
         awaited within the step's deadline. Raises `LLMUnavailable` when the breaker is open (`fn` is not
-        called) or the call failed or ran out of its deadline."""
-        flight = self._admit(step)
+        called) or the call failed or ran out of its deadline. A `probe` (the first call of an explicit
+        ingest) goes through an open breaker before its cooldown ends, as its trial call: a success
+        closes it, a failure opens it again."""
+        flight = self._admit(step, probe)
         deadline = self.deadlines.get(step)
         try:
             value = await _in_thread(fn, deadline, flight)
@@ -140,16 +144,18 @@ class LLMGuard:
         return value
 
     # the breaker --------------------------------------------------------------------------------
-    def _admit(self, step: str) -> _Flight:
-        """Let the call through, or raise `LLMUnavailable(skipped=True)` while the breaker is open."""
+    def _admit(self, step: str, probe: bool = False) -> _Flight:
+        """Let the call through, or raise `LLMUnavailable(skipped=True)` while the breaker is open (a probe
+        goes through as its trial call unless one is in flight)."""
         with self._lock:
             now = self.clock()
-            if self._open_until is None or (not self._trying and now >= self._open_until):
+            if self._open_until is None or (not self._trying and (probe or now >= self._open_until)):
                 flight = _Flight(trial=self._open_until is not None)
                 self._trying = self._trying or flight.trial
                 self._flights.add(flight)
                 if flight.trial:
-                    logger.info("%s: %.0f s since the breaker opened; trying one %s call.", self.name, self.cooldown, step)
+                    why = "an explicit ingest" if now < self._open_until else f"{self.cooldown:.0f} s since the breaker opened"
+                    logger.info("%s: %s; trying one %s call.", self.name, why, step)
                 return flight
             self._skipped += 1
             first, failed, wait = self._skipped == 1, self._failed, max(0.0, self._open_until - now)
