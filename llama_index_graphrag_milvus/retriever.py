@@ -244,21 +244,36 @@ class GraphRAGRetriever(BaseRetriever):
     async def _rerank(
         self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood, llm_failed: bool = False
     ) -> _Ranked:
-        """Order the passages with the ranker; record the chosen relations."""
+        """Order the passages with the ranker; record the ranking in `run`, with the texts of the relations
+        it shows (seeds, chosen, those behind the top passages), read in one query."""
         start = time.perf_counter()
         ranking = await arank(self._ranker_for(llm_failed), self._task(run, vector, seeds, hood))
-        texts = _record(self.store, run, seeds, hood, ranking, self.similarity_top_k)
+        top = ranking.passages[: self.similarity_top_k]
+        shown = [*seeds, *ranking.chosen, *(r for pid, _ in top for r in ranking.via.get(pid, []))]
+        texts = self.store.describe([r for r, _ in shown])
+        run.seed_relations, run.chosen = _described(seeds, texts, hood), _described(ranking.chosen, texts, hood)
+        run.reranker, run.thought_process, run.llm_decision = ranking.name, ranking.thought_process, ranking.decision
         _emit(GraphRAGRerankEvent, run, start, reranker=run.reranker, chosen=[str(r) for r in run.chosen],
               thought_process=run.thought_process)
         return ranking, texts
 
     @dispatcher.span
     def _map_passages(self, run: Retrieval, hood: Neighbourhood, ranking: Ranking, texts: _Texts) -> None:
-        """Fetch the top passages as the ingested nodes and attach the relations that selected each."""
+        """The top passages as the ingested nodes (those still stored), each with the relations that
+        selected it in its metadata."""
         start = time.perf_counter()
-        mapped = _map_passages(self.store, run, hood, ranking.passages[: self.similarity_top_k], ranking, texts)
-        _emit(GraphRAGPassagesEvent, run, start, passage_ids=mapped,
+        top = ranking.passages[: self.similarity_top_k]
+        nodes = self.store.get_passages([pid for pid, _ in top])
+        for pid, score in top:
+            if pid in nodes:
+                node = nodes[pid]
+                run.via[node.node_id] = via = _described(ranking.via.get(pid, []), texts, hood)
+                node.metadata[RELATIONS_KEY] = [str(r) for r in via]
+                exclude_from_content(node, RELATIONS_KEY)
+                run.nodes.append(NodeWithScore(node=node, score=score))
+        _emit(GraphRAGPassagesEvent, run, start, passage_ids=[pid for pid, _ in top if pid in nodes],
               relations=[n.node.metadata[RELATIONS_KEY] for n in run.nodes])
+
 
 #: The texts of the relations a retrieval shows, by id.
 _Texts = Dict[int, Triplet]
@@ -272,14 +287,8 @@ async def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> 
     ids = [entity_id(m) for m in mentions]
     stored = store.entity_vectors(ids)
     rest = [m for m, i in zip(mentions, ids) if i not in stored]
-    embedded = await asyncio.to_thread(store.embed_model.get_text_embedding_batch, rest) if rest else []
-    return _in_order(ids, stored, embedded)
-
-
-def _in_order(ids: List[int], stored: Dict[int, List[float]], embedded: List[List[float]]) -> List[List[float]]:
-    """The mentions' vectors in order: the stored ones by entity id, the embedded ones in turn."""
-    rest = iter(embedded)
-    return [stored[i] if i in stored else next(rest) for i in ids]
+    embedded = iter(await asyncio.to_thread(store.embed_model.get_text_embedding_batch, rest) if rest else [])
+    return [stored[i] if i in stored else next(embedded) for i in ids]
 
 
 #: Arguments that moved, accepted for one release with a FutureWarning: what to write instead.
@@ -312,37 +321,6 @@ def _at_least(minimum: int, **values: int) -> None:
             raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
-def _record(
-    store: MilvusGraphStore, run: Retrieval, seeds: List[Scored], hood: Neighbourhood, ranking: Ranking, top_k: int
-) -> _Texts:
-    """Record the ranking in `run`, with the texts of the relations shown (seeds, chosen, those behind
-    the top passages), read in one query; return those texts."""
-    top = [pid for pid, _ in ranking.passages[:top_k]]
-    shown = [*seeds, *ranking.chosen, *(r for p in top for r in ranking.via.get(p, []))]
-    texts = store.describe([r for r, _ in shown])
-    run.seed_relations = _described(seeds, texts, hood)
-    run.reranker, run.thought_process, run.llm_decision = ranking.name, ranking.thought_process, ranking.decision
-    run.chosen = _described(ranking.chosen, texts, hood)
-    return texts
-
-
-def _map_passages(
-    store: MilvusGraphStore, run: Retrieval, hood: Neighbourhood, top: List[Tuple[str, float]], ranking: Ranking,
-    texts: _Texts,
-) -> List[str]:
-    """Append the `top` passages to `run.nodes` as the ingested nodes, each with the relations that
-    selected it in its metadata; return their passage ids (not those deleted since the ranking)."""
-    nodes = store.get_passages([pid for pid, _ in top])
-    mapped = [(pid, score) for pid, score in top if pid in nodes]
-    for pid, score in mapped:
-        node = nodes[pid]
-        run.via[node.node_id] = via = _described(ranking.via.get(pid, []), texts, hood)
-        node.metadata[RELATIONS_KEY] = [str(r) for r in via]
-        exclude_from_content(node, RELATIONS_KEY)
-        run.nodes.append(NodeWithScore(node=node, score=score))
-    return [pid for pid, _ in mapped]
-
-
 def _described(relations: Sequence[Scored], texts: _Texts, hood: Neighbourhood) -> List[ScoredRelation]:
     """(id, score) pairs as `ScoredRelation`s with their texts and passages; those not stored are left out."""
     return [
@@ -352,11 +330,7 @@ def _described(relations: Sequence[Scored], texts: _Texts, hood: Neighbourhood) 
     ]
 
 def _emit(event: type, run: Retrieval, start: float, **fields: Any) -> None:
-    """Send a step's instrumentation event: the question, the step's duration, what it found."""
-    dispatcher.event(event(query=run.query, duration_ms=_ms(start), **fields))
-
-
-def _ms(start: float) -> float:
-    """Milliseconds since `start` (a `time.perf_counter()`)."""
-    return (time.perf_counter() - start) * 1000.0
+    """Send a step's instrumentation event: the question, the step's milliseconds since `start` (a
+    `time.perf_counter()`), what it found."""
+    dispatcher.event(event(query=run.query, duration_ms=(time.perf_counter() - start) * 1000.0, **fields))
 

@@ -33,7 +33,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Coroutine, Dict, NoReturn, Optional, Set, TypeVar
+from typing import Any, Callable, Coroutine, Dict, Optional, Set, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,10 @@ class LLMGuard:
         try:
             value = await _in_thread(fn, deadline, flight)
         except BaseException as exc:
-            self._raise_failure(step, flight, exc, deadline)
+            error = self._failure(step, flight, exc, deadline)  # what the caller sees
+            if error is exc:
+                raise
+            raise error from exc
         self._succeeded(step, flight)
         return value
 
@@ -174,13 +177,6 @@ class LLMGuard:
             self._answered, self._failed, self._open_until, self._trying, self._skipped = True, 0, None, False, 0
         if was_open:
             logger.warning("%s answered again (%s): LLM calls resume (%d were skipped meanwhile).", self.name, step, skipped)
-
-    def _raise_failure(self, step: str, flight: _Flight, exc: BaseException, deadline: Optional[float]) -> NoReturn:
-        """Count a failed call, then raise what its caller sees (`LLMUnavailable`, or `exc` itself)."""
-        error = self._failure(step, flight, exc, deadline)
-        if error is exc:
-            raise exc
-        raise error from exc
 
     def _failure(self, step: str, flight: _Flight, exc: BaseException, deadline: Optional[float]) -> BaseException:
         """Count a failed call; return the exception the caller raises."""

@@ -55,15 +55,6 @@ def parse_rerank_answer(
     return RerankResult(ranked, thought if isinstance(thought, str) else None, by_llm=True)
 
 
-def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
-    if isinstance(exc, LLMUnavailable):
-        level = logging.DEBUG if exc.skipped else logging.WARNING
-        logger.log(level, "LLM rerank gave no answer (%s); the ranking without it stands.", exc)
-    else:
-        logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
-    return RerankResult([])
-
-
 async def llm_rerank(
     llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
 ) -> RerankResult:
@@ -77,5 +68,9 @@ async def llm_rerank(
             "rerank", lambda: llm.predict(prompt, query_str=query, relationships=lines, top_n=top_n)
         )
         return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
-    except Exception as exc:  # a failing or garbled LLM must not fail retrieval
-        return _fallback(exc, answer, candidates, top_n)
+    except LLMUnavailable as exc:
+        level = logging.DEBUG if exc.skipped else logging.WARNING
+        logger.log(level, "LLM rerank gave no answer (%s); the ranking without it stands.", exc)
+    except Exception as exc:  # a garbled answer must not fail retrieval
+        logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
+    return RerankResult([])
