@@ -182,7 +182,7 @@ def _ingest(store: Any, dataset: Dataset, extractor: Any, text_links: bool = Tru
     from llama_index_graphrag_milvus import GraphRAGTransform
 
     start = time.perf_counter()
-    transform = GraphRAGTransform(store=store, llm=None, extractor=extractor, text_links=text_links)  # never Settings.llm
+    transform = GraphRAGTransform(store=store, extractor=extractor, text_links=text_links)
     transform(dataset.nodes)
     return transform.built, time.perf_counter() - start
 
