@@ -63,7 +63,7 @@ def pooled_cv(gains: Dict[str, np.ndarray], folds: int, splits: int, seed: int =
             chosen.append(best)
             for s, g in gains.items():
                 held[s][fold_of[s] == f] += g[best, fold_of[s] == f] / splits
-    return held, chosen
+    return {s: h.round(9) for s, h in held.items()}, chosen  # rounded: sums of tenths are not exact
 
 
 def rows(array: np.ndarray) -> List[Dict[int, float]]:
