@@ -7,11 +7,12 @@ each gives, on the dev sets.
 Tokens are tiktoken's `cl100k_base`, counted from the prompts the package sends, as a chat model receives
 them (one user message; the answer's system + user messages), with OpenAI's cookbook count for a chat
 request (3 tokens a message, its role and content, 3 priming the reply). Ingest: the extraction prompt
-formatted for every passage (`title\\ntext`, as a document gives it); output measured only where real
-LLM output exists (MuSiQue's triples, rendered as the JSON the prompt asks for). Query: every dev
-question through `GraphRAGRetriever` + `RetrieverQueryEngine` (default response mode) with an LLM that
-records each call and answers with stand-ins (NER: the known names in the question; rerank: the first 3
-offered lines, no reasoning; answer: the gold answer).
+formatted for every chunk (`title\\ntext` as a document gives it, cut as `from_documents` cuts it); output
+measured only where real LLM output exists (MuSiQue's triples, as the JSON the prompt asks for).
+Query: every dev question through `GraphRAGRetriever` + `RetrieverQueryEngine` (default response mode)
+with an LLM that records each call and answers with stand-ins (NER: the known names in the question;
+rerank: the first 3 offered lines, no reasoning; answer: the gold answer). Recall: the free graph, the
+LLM's triples (MuSiQue), and scripted LLMs at query time (`bench.scripted`: 3 random, half right, oracle).
 """
 
 from __future__ import annotations
