@@ -12,7 +12,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(benchmarks.__path__, "ben
 
 
 MAINTAINED = {
-    "benchmarks.cv", "benchmarks.devsets", "benchmarks.identity", "benchmarks.llm_outage", "benchmarks.llm_trust",
+    "benchmarks.cost", "benchmarks.cv", "benchmarks.devsets", "benchmarks.identity", "benchmarks.llm_outage", "benchmarks.llm_trust",
     "benchmarks.milvus_mode", "benchmarks.pgi", "benchmarks.refresh", "benchmarks.server", "benchmarks.sync",
 }
 
