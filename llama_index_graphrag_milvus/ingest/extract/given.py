@@ -98,6 +98,24 @@ def given_triplets(node: BaseNode, key: str = TRIPLETS_KEY) -> Optional[List[Tri
     return triplets
 
 
+def topic_links(topic: str, triplets: Sequence[Triplet], linked: Sequence[Triplet] = ()) -> List[Triplet]:
+    """`[topic, "mentions", name]` for each name `triplets` state (subjects and objects, in order) that no
+    triplet of them or of `linked` links to `topic` yet: a passage's triplets tied to what it is about, as
+    its title links tie the names of its text."""
+    key = normalize_name(topic)
+    tied = {key}
+    for t in (*triplets, *linked):
+        ends = (normalize_name(t.subject), normalize_name(t.object))
+        if key in ends:
+            tied.update(ends)
+    links = []
+    for name in (name for t in triplets for name in (t.subject, t.object)):
+        if normalize_name(name) not in tied:
+            tied.add(normalize_name(name))
+            links.append([topic, "mentions", name])
+    return parse_triplets(links)[0]
+
+
 def is_chunk(node: BaseNode) -> bool:
     """Whether the node is one of several chunks of a document (a splitter links them PREVIOUS/NEXT)."""
     relationships = node.relationships
