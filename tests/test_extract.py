@@ -152,7 +152,8 @@ def test_given_triplets_are_kept_whole_and_the_texts_own_links_join_them(make_st
     assert not [r for r in caplog.records if r.name.endswith("transform")]  # nothing was missing
     # 24 links of the texts, and 3 of the titles to names only the triplets state (Euler's analysis and
     # graph theory, Basel's 1460): every name of a passage is linked to its title, as in the text's graph
-    assert transform.built == {"given triplets": {"passages": 5, "triplets": 22}, "text links": {"passages": 5, "triplets": 27}}
+    assert transform.built == {"given triplets": {"passages": 5, "triplets": 22},
+                               "text links": {"passages": 5, "triplets": 27}}
     assert store.count()["relations"] == 22 + 27
     daniel = documents[2]
     given = bernoulli_documents()[2].metadata["triplets"]  # as the example gives them
@@ -215,7 +216,7 @@ def test_given_triplets_add_to_the_texts_graph_and_keep_a_passage_about_its_titl
     from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
     from llama_index_graphrag_milvus.schema import parse_triplets
 
-    document = TextNode(text=ARMSTRONG)  # a whole document: its heading line is its title, as with no triplets
+    document = TextNode(text=ARMSTRONG)  # a whole document: its heading line is its title, as without triplets
     given, _ = parse_triplets(ARMSTRONG_TRIPLETS)
     (linked,), _ = with_text_links([document], [given])
     alone = CooccurrenceExtractor().extract_node(TextNode(text=ARMSTRONG))

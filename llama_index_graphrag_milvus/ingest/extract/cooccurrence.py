@@ -15,7 +15,7 @@ from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
 from llama_index_graphrag_milvus.ingest.extract.given import (
-    TRIPLETS_KEY, as_metadata, exclude_from_content, given_triplets, is_chunk, topic_links,
+    TRIPLETS_KEY, as_metadata, exclude_from_content, given_triplets, is_chunk, title_links,
 )
 from llama_index_graphrag_milvus.schema import Triplet, normalize_name, parse_triplets
 
@@ -62,16 +62,16 @@ def with_text_links(
     they are), and the links added to each node not skipped; so triplets add to the text's graph:
     - the links `extractor` (default: `CooccurrenceExtractor()`) gives its text alone: its topic is its
       `metadata["title"]`, else, for a whole document, its heading line (a chunk's first line is none);
-    - with `link_title`, its topic linked to each name the triplets state (`given.topic_links`), so that
-      the passage stays about its topic (at least half of its relations name it) however many facts of
-      other names the triplets state."""
+    - with `link_title`, its topic linked to each name the triplets state (`given.title_links`): the
+      passage stays about its topic (at least half its relations name it), whatever else they state."""
     extractor = extractor or CooccurrenceExtractor()
     linked, added = [list(t or []) for t in triplets], []
     for i, node in enumerate(nodes):
         if i not in skip:
-            links = extractor.extract_node(node, guess_title=not is_chunk(node))
-            topic = extractor.topic_of(node, not is_chunk(node)) if extractor.link_title and linked[i] else None
-            links += topic_links(topic, linked[i], links) if topic else []
+            whole = not is_chunk(node)
+            links = extractor.extract_node(node, guess_title=whole)
+            topic = extractor.topic_of(node, whole) if extractor.link_title and linked[i] else None
+            links += title_links(topic, linked[i], links) if topic else []
             stated = {t.id for t in linked[i]}
             added.append([t for t in links if t.id not in stated])
             linked[i] += added[-1]
