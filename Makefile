@@ -1,11 +1,13 @@
 # make demo: set up and run the offline demo; make test: set up and run the tests.
+# make bench: the recall benchmark on the dev sets in $(DATA); make wheel-check: the wheel outside the checkout.
 PYTHON ?= python3
+DATA   ?= ../shared/data
 VENV   := .venv
 BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +26,10 @@ test: setup
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 bench: setup
-	$(BIN)/python -m benchmarks.multihop --data ../shared/data/musique --out benchmarks/results/musique.json
+	$(BIN)/graphrag-milvus eval --data $(DATA)/musique $(DATA)/hotpotqa $(DATA)/wiki2 --out benchmarks/results/recall
+
+wheel-check:
+	PYTHON=$(PYTHON) .ci/wheel_smoke.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,35 +1,33 @@
 """Per-question top-10 passage ids and retrieval p50 of dense retrieval and of each retriever
-configuration on a dataset: run it on two versions of the package and compare the JSON files, to show
+configuration on the dev sets: run it on two versions of the package and compare the JSON files, to show
 that a change keeps every ranking (not only the recall) and to measure latency side by side.
 
-    python -m benchmarks.identity OUT.json [DATA_DIR ...]          # default: the three dev sets
-    PYTHONPATH=/path/to/other/checkout python benchmarks/identity.py OTHER.json
-    python -m benchmarks.identity --compare A.json B.json           # rankings that differ, per set
+    python -m benchmarks.identity OUT.json [DATA_DIR ...]          # default: $GRAPHRAG_DATA/{musique,hotpotqa,wiki2}
+    PYTHONPATH=/path/to/other/checkout python benchmarks/identity.py OTHER.json   # the other checkout's package
+    python -m benchmarks.identity --compare OUT.json OTHER.json     # rankings that differ, per set
 
-The embeddings are cached in `$GRAPHRAG_CACHE` (default `.cache/graphrag-milvus`), so a second run
-embeds nothing.
+Each set is ingested into a temporary store (`--db-dir DIR` keeps the stores there, for
+`benchmarks.llm_trust --db-dir DIR`). Embeddings are cached in `$GRAPHRAG_CACHE`.
 """
 
+from __future__ import annotations
+
+import argparse
 import json
-import os
 import statistics
-import sys
+import tempfile
 import time
 from pathlib import Path
 
 from llama_index.core.schema import QueryBundle
 
-from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
-from llama_index_graphrag_milvus.embeddings import local_embed_model
+from llama_index_graphrag_milvus import GraphRAGRetriever
+from llama_index_graphrag_milvus.bench.scripted import random_llm
 
-try:  # the package's layout since issue 19
-    from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding, load_dataset
-    from llama_index_graphrag_milvus.bench.scripted import random_llm
-except ImportError:  # the flat layout before it
-    from llama_index_graphrag_milvus.evaluation import CachedEmbedding, load_dataset
-    from llama_index_graphrag_milvus.scripted import random_llm
-
-DEV_SETS = ("../shared/data/musique", "../shared/data/hotpotqa", "../shared/data/wiki2")
+if __package__:
+    from benchmarks.devsets import cached_embed_model, data_dirs, dev_store
+else:  # run as a file, to measure the package another checkout puts on PYTHONPATH
+    from devsets import cached_embed_model, data_dirs, dev_store
 
 METHODS = {
     "graphrag": {},
@@ -57,10 +55,8 @@ def recall(questions, rows, k):
     return sum(len(set(q["gold_ids"]) & set(r[:k])) / len(q["gold_ids"]) for q, r in zip(questions, rows)) / len(rows)
 
 
-def measure(data: str, embed) -> dict:
-    dataset = load_dataset(data)
-    store = MilvusGraphStore(uri=f"/tmp/identity_{Path(data).name}.db", embed_model=embed, collection_prefix="bench", overwrite=True)
-    GraphRAGTransform(store=store, llm=None)(dataset.nodes)
+def measure(data: Path, embed, db_dir: Path) -> dict:
+    dataset, store = dev_store(data, embed, db_dir)
     vectors = [embed.get_query_embedding(q["question"]) for q in dataset.questions]
     found = {"dense": rankings(lambda b: [n.node.node_id for n in store.search_passages(b.embedding, 10)], dataset.questions, vectors)}
     for name, kwargs in METHODS.items():
@@ -84,14 +80,21 @@ def compare(a_path: str, b_path: str) -> None:
             print(f"{Path(data).name:10s} {name:22s} differ: {differ} of {len(rows)}")
 
 
-def main() -> None:
-    if sys.argv[1] == "--compare":
-        compare(sys.argv[2], sys.argv[3])
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", help="the JSON to write (with --compare: the first of two to compare)")
+    parser.add_argument("data", nargs="*", help="data directories (default: $GRAPHRAG_DATA's dev sets)")
+    parser.add_argument("--compare", metavar="OTHER", help="compare OUT with OTHER instead of measuring")
+    parser.add_argument("--db-dir", help="keep the stores in this directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.compare:
+        compare(args.out, args.compare)
         return
-    out, sets = sys.argv[1], sys.argv[2:] or DEV_SETS
-    cache = Path(os.environ.get("GRAPHRAG_CACHE", ".cache/graphrag-milvus"))
-    embed = CachedEmbedding(local_embed_model(), cache / "embeddings.sqlite")
-    Path(out).write_text(json.dumps({data: measure(data, embed) for data in sets}))
+    sets, embed = data_dirs(args.data), cached_embed_model()
+    with tempfile.TemporaryDirectory(prefix="graphrag-identity-") as tmp:
+        db_dir = Path(args.db_dir or tmp)
+        db_dir.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({str(data): measure(data, embed, db_dir) for data in sets}))
 
 
 if __name__ == "__main__":

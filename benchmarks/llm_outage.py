@@ -1,7 +1,7 @@
-"""What an LLM outage costs (issue 20, points 6 and 7), through the real OpenAI client with its default
-retries, pointed at a local OpenAI-compatible server whose chat endpoint answers 500.
+"""What an LLM outage costs, through the real OpenAI client with its default retries, pointed at a local
+OpenAI-compatible server (on 127.0.0.1, in this process) whose chat endpoint answers 500.
 
-    python -m benchmarks.llm_outage [--out benchmarks/results/issue20/llm_outage.json]
+    python -m benchmarks.llm_outage            # -> benchmarks/results/llm_outage.json (no data set, offline)
 
 Retrieval: the wall time of the first retrieval with the endpoint down and of the next five, and the chat
 requests each made. Ingest: 6 raw-text documents with the endpoint down (time, requests, relations, pending
@@ -24,6 +24,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import Document
 from llama_index.llms.openai import OpenAI
 
+from benchmarks.devsets import RESULTS, write_result
 from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
@@ -112,12 +113,11 @@ def ingest(directory: Path) -> Dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="benchmarks/results/issue20/llm_outage.json")
+    parser.add_argument("--out", default=str(RESULTS / "llm_outage.json"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         report = {"retrieval": retrieval(Path(tmp)), "ingest": ingest(Path(tmp))}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    write_result(args.out, report)
     print(json.dumps(report, indent=1))
 
 

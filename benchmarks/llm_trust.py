@@ -1,58 +1,37 @@
 """How far to trust the LLM's pick: `llm_trust` "vote", "confirmed" and "always" with scripted LLMs (an
 oracle, half right, 3 random picks, garbage), each paired against the same retriever without an LLM, on
-the dev sets (their stores as `benchmarks/identity.py` ingests them).
+the dev sets (stores built as `graphrag-milvus eval` builds them, no LLM at ingest).
 
-    python -m benchmarks.identity /tmp/x.json              # once: ingests the three dev sets
-    python -m benchmarks.llm_trust [--db-root /tmp] [--out benchmarks/results/issue20/llm_trust.json]
+    GRAPHRAG_DATA=../shared/data python -m benchmarks.llm_trust --decisions     # -> benchmarks/results/llm_trust.json
 
-The stores are copied before they are opened (Milvus Lite: one process a database).
+`--db-dir DIR` reuses the stores `python -m benchmarks.identity OUT.json --db-dir DIR` kept there (else
+each set is ingested into a temporary store). `--decisions` also counts the questions a confirmed chain led.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
+import logging
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, List
 
-import logging
-
 from llama_index.core.schema import QueryBundle
 
-from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusGraphStore
-from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding, evaluate, load_dataset, paired_difference
+from benchmarks.devsets import RESULTS, cached_embed_model, data_dirs, dev_store, write_result
+from llama_index_graphrag_milvus import GraphRAGRetriever
+from llama_index_graphrag_milvus.bench.evaluation import evaluate, paired_difference
 from llama_index_graphrag_milvus.bench.scripted import scripted_methods
-from llama_index_graphrag_milvus.embeddings import local_embed_model
 
-DEV_SETS = ("../shared/data/musique", "../shared/data/hotpotqa", "../shared/data/wiki2")
 TRUST = ("vote", "confirmed", "always")
 
 
-def quiet() -> None:
-    """The package's warnings off for a run (scripted garbage warns per question); called by the
-    commands, never on import, so that importing this module changes nothing."""
-    logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.ERROR)
-
-
-def run_set(data: str, db_root: Path, embed: Any, decisions: bool, tweak: Dict[str, Any], trusts=TRUST) -> Dict[str, Any]:
-    name = Path(data).name
-    work = Path(f"/tmp/llm_trust_{name}.db")
-    for suffix in ("", ".graphrag-cache"):
-        shutil.rmtree(f"{work}{suffix}", ignore_errors=True)
-        if Path(f"{db_root}/identity_{name}.db{suffix}").exists():
-            shutil.copytree(f"{db_root}/identity_{name}.db{suffix}", f"{work}{suffix}")
-    dataset = load_dataset(data)
-    store = MilvusGraphStore(uri=str(work), embed_model=embed, collection_prefix="bench")
+def run_set(data: Path, db_dir: Path, reuse: bool, embed: Any, decisions: bool, trusts=TRUST) -> Dict[str, Any]:
+    dataset, store = dev_store(data, embed, db_dir, reuse=reuse)
     vectors = [embed.get_query_embedding(q["question"]) for q in dataset.questions]
 
     def retriever_with(**kwargs: Any) -> GraphRAGRetriever:
-        retriever = GraphRAGRetriever(store=store, similarity_top_k=10, **{"llm": None, **kwargs})
-        for key, value in tweak.items():  # LLMRanker attributes under study (--tweak)
-            if hasattr(retriever.ranker, key):
-                setattr(retriever.ranker, key, tuple(value) if isinstance(value, list) else value)
-        return retriever
+        return GraphRAGRetriever(store=store, similarity_top_k=10, **{"llm": None, **kwargs})
 
     def measure(**kwargs: Any):
         retriever = retriever_with(**kwargs)
@@ -63,35 +42,34 @@ def run_set(data: str, db_root: Path, embed: Any, decisions: bool, tweak: Dict[s
     for llm_name, kwargs in scripted_methods(store, dataset).items():
         for trust in trusts:
             result = measure(llm_trust=trust, **kwargs)
-            report[f"{llm_name} {trust}"] = {**result.as_dict(), "vs_none": paired_difference(result.per_question, base.per_question)}
+            entry = report[f"{llm_name} {trust}"] = {**result.as_dict(), "vs_none": paired_difference(result.per_question, base.per_question)}
             if decisions:
                 retriever = retriever_with(llm_trust=trust, **kwargs)
                 led = sum((retriever.trace(QueryBundle(q["question"], embedding=v)).llm_decision or "").startswith("led")
                           for q, v in zip(dataset.questions, vectors))
-                report[f"{llm_name} {trust}"]["led_share"] = round(led / len(vectors), 3)
-            d = report[f"{llm_name} {trust}"]["vs_none"]
-            print(f"{name:9s} {llm_name:15s} {trust:9s} ΔR@2 {d['recall@2']['diff']:+.3f} ΔR@5 {d['recall@5']['diff']:+.3f} "
-                  f"ΔR@10 {d['recall@10']['diff']:+.3f} led {report[f'{llm_name} {trust}'].get('led_share', '-')}", flush=True)
+                entry["led_share"] = round(led / len(vectors), 3)
+            d = entry["vs_none"]
+            print(f"{dataset.name:9s} {llm_name:15s} {trust:9s} ΔR@2 {d['recall@2']['diff']:+.3f} ΔR@5 {d['recall@5']['diff']:+.3f} "
+                  f"ΔR@10 {d['recall@10']['diff']:+.3f} led {entry.get('led_share', '-')}", flush=True)
     store.close()
     return report
 
 
 def main(argv: List[str] | None = None) -> None:
-    quiet()
+    logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.ERROR)  # garbage warns per question
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", nargs="*", default=list(DEV_SETS))
-    parser.add_argument("--db-root", default="/tmp")
+    parser.add_argument("--data", nargs="*", help="data directories (default: $GRAPHRAG_DATA's dev sets)")
+    parser.add_argument("--db-dir", help="reuse (or keep) the stores in this directory")
     parser.add_argument("--decisions", action="store_true", help="also count the questions the pick led")
-    parser.add_argument("--out", default="benchmarks/results/issue20/llm_trust.json")
-    parser.add_argument("--tweak", default="{}", help='LLMRanker attributes as JSON, e.g. {"replaces": []}')
     parser.add_argument("--trust", nargs="*", default=list(TRUST))
+    parser.add_argument("--out", default=str(RESULTS / "llm_trust.json"))
     args = parser.parse_args(argv)
-    embed = CachedEmbedding(local_embed_model(), Path(os.environ.get("GRAPHRAG_CACHE", ".cache/graphrag-milvus")) / "embeddings.sqlite")
-    tweak = json.loads(args.tweak)
-    report = {Path(d).name: run_set(d, Path(args.db_root), embed, args.decisions, tweak, args.trust) for d in args.data}
-    report["tweak"] = tweak
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    sets, embed = data_dirs(args.data), cached_embed_model()
+    with tempfile.TemporaryDirectory(prefix="graphrag-llm-trust-") as tmp:
+        db_dir = Path(args.db_dir or tmp)
+        db_dir.mkdir(parents=True, exist_ok=True)
+        report = {d.name: run_set(d, db_dir, bool(args.db_dir), embed, args.decisions, args.trust) for d in sets}
+    write_result(args.out, report)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 memory (the default) and with `adjacency="milvus"`; per question, whether the top 10 agree, and the
 retrieval latency (question embedded) and Milvus calls of each mode.
 
-    python -m benchmarks.milvus_mode [--data DIR ...] [--limit N] [--out F]          # Milvus Lite
-    python -m benchmarks.milvus_mode --server [--data DIR ...] [--out F]             # Milvus 2.3.5 standalone
+    GRAPHRAG_DATA=../shared/data python -m benchmarks.milvus_mode            # Milvus Lite -> benchmarks/results/milvus_mode.json
+    GRAPHRAG_DATA=../shared/data python -m benchmarks.milvus_mode --server   # Milvus 2.3.5 standalone, same file
 
 The default retriever (`similarity_top_k=10`, `llm=None`). On Lite the store is ingested once per
-dataset into `--db-root` and reused (`--reingest` to redo it); on the server each run ingests afresh.
+data set into `--db-root` (default `$GRAPHRAG_CACHE/modes`) and reused (`--reingest` to redo it); on the
+server each run ingests afresh, inside a private network namespace (`benchmarks/server.py`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,9 @@ from typing import Any, Dict, List
 from llama_index.core.schema import QueryBundle
 
 from benchmarks import server as milvus_server
+from benchmarks.devsets import RESULTS, cached_embed_model, data_dirs
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
-from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding, load_dataset
-from llama_index_graphrag_milvus.embeddings import local_embed_model
-
-DEV_SETS = ("../shared/data/musique", "../shared/data/hotpotqa", "../shared/data/wiki2")
+from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 
 
 def run_mode(store: MilvusGraphStore, questions: List[Dict[str, Any]], vectors: List[List[float]]) -> Dict[str, Any]:
@@ -51,7 +50,7 @@ def run_mode(store: MilvusGraphStore, questions: List[Dict[str, Any]], vectors: 
     }
 
 
-def compare(data: str, uri: str, embed: Any, limit: int, reingest: bool, prefix: str = "modes", **options: Any) -> Dict[str, Any]:
+def compare(data: Path, uri: str, embed: Any, limit: int, reingest: bool, prefix: str = "modes", **options: Any) -> Dict[str, Any]:
     dataset = load_dataset(data)
     questions = dataset.questions[:limit] if limit else dataset.questions
     vectors = [embed.get_query_embedding(q["question"]) for q in questions]
@@ -83,31 +82,30 @@ def compare(data: str, uri: str, embed: Any, limit: int, reingest: bool, prefix:
 
 def main(argv: List[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", nargs="*", default=list(DEV_SETS))
+    parser.add_argument("--data", nargs="*", help="data directories (default: $GRAPHRAG_DATA's dev sets)")
     parser.add_argument("--server", action="store_true", help="on a Milvus 2.3.5 server (private namespace)")
     parser.add_argument("--limit", type=int, default=0, help="questions a set (0: all)")
-    parser.add_argument("--db-root", default=".cache/graphrag-milvus/modes")
+    parser.add_argument("--db-root", default=str(Path(os.environ.get("GRAPHRAG_CACHE", ".cache/graphrag-milvus")) / "modes"))
     parser.add_argument("--reingest", action="store_true")
     parser.add_argument("--prefix", default="modes")
     parser.add_argument("--consistency", default=None, help="the stores' consistency_level (default: the store's)")
-    parser.add_argument("--cache", default=os.environ.get("GRAPHRAG_CACHE", ".cache/graphrag-milvus"))
-    parser.add_argument("--out", default="benchmarks/results/milvus_mode.json")
+    parser.add_argument("--out", default=str(RESULTS / "milvus_mode.json"))
     args = parser.parse_args(argv)
     if args.server and not milvus_server.inside():
         sys.exit(milvus_server.rerun_inside(["-m", "benchmarks.milvus_mode", *(argv or sys.argv[1:])]))
-    embed = CachedEmbedding(local_embed_model(), Path(args.cache) / "embeddings.sqlite")
+    sets, embed = data_dirs(args.data), cached_embed_model()
     where = "server" if args.server else "lite"
     options = {"consistency_level": args.consistency} if args.consistency else {}
     out = Path(args.out)
     report = json.loads(out.read_text()) if out.exists() else {}
     if args.server:
         with milvus_server.server() as uri:
-            report[where] = [compare(d, uri, embed, args.limit, True, args.prefix, **options) for d in args.data]
+            report[where] = [compare(d, uri, embed, args.limit, True, args.prefix, **options) for d in sets]
     else:
         Path(args.db_root).mkdir(parents=True, exist_ok=True)
         report[where] = [
             compare(d, f"{args.db_root}/{Path(d).name}.db", embed, args.limit, args.reingest, args.prefix, **options)
-            for d in args.data
+            for d in sets
         ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))

@@ -1,30 +1,21 @@
-"""PropertyGraphIndex on Milvus alone (issue 23): MuSiQue through PGI's retriever on our store, on PGI's
-default store, and our GraphRAGRetriever on the very graph PGI built.
+"""PropertyGraphIndex on Milvus alone: MuSiQue through PGI's retriever on our store, on PGI's default
+store, and our GraphRAGRetriever on the very graph PGI built.
 
-    python -m benchmarks.pgi [--limit N] [--out benchmarks/results/issue23]
+    GRAPHRAG_DATA=../shared/data python -m benchmarks.pgi [--limit N]   # -> benchmarks/results/pgi.json, pgi.md
 
-The passages of `shared/data/musique` become TextNodes (id = corpus id), and their given triples PGI
-`Relation`s between `EntityNode`s, put in each node's metadata by a kg extractor (as
-`SimpleLLMPathExtractor` does with an LLM's), so that `PropertyGraphIndex` builds the graph itself. Then:
-
-- `pgi_ours`: PGI with `property_graph_store=MilvusPropertyGraphStore(...)` (it supports vector queries,
-  so PGI keeps no vector store of its own);
-- `pgi_simple`: PGI with its defaults, `SimplePropertyGraphStore` and a `SimpleVectorStore` for the
-  entity embeddings;
-- `graphrag`: `GraphRAGRetriever(store, similarity_top_k=10, llm=None)` on `pgi_ours`' rows;
-- `fused`: `PGRetriever([GraphRAGSubRetriever, VectorContextRetriever])` on our store.
-
-PGI's retriever is its default sub-retriever that needs no LLM, `VectorContextRetriever` (top 4
-entities, path depth 1, 30 triplets; `LLMSynonymRetriever`, the other default, needs an LLM, and none is
-reachable here), also at path depth 2. A PGI result is a source chunk with the triplets that led to it;
-its passage is the chunk's id. Embeddings are all-MiniLM-L6-v2's, cached on disk; each method's questions
-are embedded before timing (p50 is retrieval alone).
+MuSiQue's passages (`--data DIR`, default `$GRAPHRAG_DATA/musique`) become TextNodes (id = corpus id), and
+their given triples PGI `Relation`s between `EntityNode`s, put in each node's metadata by a kg extractor
+(as `SimpleLLMPathExtractor` does with an LLM's), so that `PropertyGraphIndex` builds the graph itself.
+Measured: PGI's `VectorContextRetriever` (its default sub-retriever that needs no LLM; path depth 1 and
+2) on `MilvusPropertyGraphStore` (`pgi_ours`: no vector store of PGI's own) and on PGI's defaults
+(`pgi_simple`: `SimplePropertyGraphStore` and a `SimpleVectorStore`); `GraphRAGRetriever(similarity_top_k=10,
+llm=None)` on `pgi_ours`' rows; `PGRetriever([GraphRAGSubRetriever, VectorContextRetriever])` on our store.
+A PGI result's passage is its source chunk. MiniLM embeddings, cached; p50 is retrieval alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
@@ -32,21 +23,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from llama_index.core import PropertyGraphIndex
+from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, TRIPLET_SOURCE_KEY, EntityNode, Relation
+from llama_index.core.indices.property_graph import PGRetriever, VectorContextRetriever
+from llama_index.core.schema import BaseNode, TransformComponent
 
-from llama_index.core import PropertyGraphIndex  # noqa: E402
-from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, TRIPLET_SOURCE_KEY, EntityNode, Relation  # noqa: E402
-from llama_index.core.indices.property_graph import PGRetriever, VectorContextRetriever  # noqa: E402
-from llama_index.core.schema import BaseNode, TransformComponent  # noqa: E402
-
-from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusPropertyGraphStore  # noqa: E402
-from llama_index_graphrag_milvus.bench.evaluation import CachedEmbedding, evaluate, load_dataset  # noqa: E402
-from llama_index_graphrag_milvus.embeddings import local_embed_model  # noqa: E402
-from llama_index_graphrag_milvus.property_graph import GraphRAGSubRetriever  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data/musique")
-CACHE = Path("/work/cache/embeddings.sqlite")
+from benchmarks.devsets import RESULTS, cached_embed_model, data_dirs, write_result
+from llama_index_graphrag_milvus import GraphRAGRetriever, MilvusPropertyGraphStore
+from llama_index_graphrag_milvus.bench.evaluation import evaluate, load_dataset
+from llama_index_graphrag_milvus.property_graph import GraphRAGSubRetriever
 
 
 class GivenTriples(TransformComponent):
@@ -94,12 +79,6 @@ def kg_node_texts(nodes: List[BaseNode]) -> List[str]:
     return texts
 
 
-def cache_misses(embed: CachedEmbedding, texts: List[str]) -> int:
-    """How many of the distinct texts the cache does not hold yet."""
-    keys = list({embed._key("text", t) for t in texts})
-    return len(keys) - len(embed._lookup(keys))
-
-
 def measure(retriever: Any, questions, vectors) -> Dict[str, Any]:
     """Recall@k and latency of a retriever, its results read as ranked passages."""
     result = evaluate(lambda bundle: passages_of(retriever.retrieve(bundle)), questions, vectors)
@@ -113,23 +92,22 @@ def vector_context(index, store, embed, depth: int) -> PGRetriever:
     return PGRetriever([sub], use_async=False)
 
 
-def run(limit: int | None, out: Path) -> Dict[str, Any]:
-    data = load_dataset(DATA, limit=limit)
-    embed = CachedEmbedding(local_embed_model(), CACHE)
+def run(directory: Path, limit: int | None, out: Path) -> Dict[str, Any]:
+    data = load_dataset(directory, limit=limit)
+    embed = cached_embed_model()
     questions = data.questions
     texts = kg_node_texts(data.nodes)
     report: Dict[str, Any] = {
         "dataset": data.name, "passages": len(data.nodes), "questions": len(questions),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",
-        "kg_node_texts": {"count": len(texts), "unique": len(set(texts)), "example": texts[0],
-                          "not_in_cache_before": cache_misses(embed, texts)},
+        "kg_node_texts": {"count": len(texts), "unique": len(set(texts)), "example": texts[0]},
     }
     start = time.perf_counter()
     embed.get_text_embedding_batch(sorted(set(texts)))  # warm the cache: both PGI builds embed these
     report["kg_node_texts"]["warm_up_s"] = round(time.perf_counter() - start, 1)
     vectors = [embed.get_query_embedding(q["question"]) for q in questions]
     methods: Dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="graphrag-pgi-") as tmp:
         store = MilvusPropertyGraphStore(uri=str(Path(tmp) / "pgi.db"), embed_model=embed)
         try:
             ours, seconds = build(data.nodes, embed, store)
@@ -151,9 +129,8 @@ def run(limit: int | None, out: Path) -> Dict[str, Any]:
         retriever = vector_context(simple, simple.property_graph_store, embed, depth)
         methods[f"pgi_simple_depth{depth}"] = measure(retriever, questions, vectors)
     report["methods"] = methods
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "pgi.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    (out / "pgi.md").write_text(markdown(report), encoding="utf-8")
+    write_result(out, report)
+    out.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
     return report
 
 
@@ -178,28 +155,20 @@ def markdown(report: Dict[str, Any]) -> str:
     kg = report["kg_node_texts"]
     lines += [
         "", f"Ingest through `PropertyGraphIndex`: ours {report['ingest_s']['pgi_ours']} s, Simple "
-        f"{report['ingest_s']['pgi_simple']} s (PGI's own kg-node embeddings warmed first, {kg['warm_up_s']} s). "
-        f"Rows on ours: {report['rows_ours']}.", "",
-        f"What PGI embeds for entities (`embed_kg_nodes`): `str(EntityNode)` after it set `triplet_source_id`, "
-        f"e.g. `{kg['example']}`: {kg['count']} texts ({kg['unique']} distinct; {kg['not_in_cache_before']} "
-        "of these not in the cache before this run). SimplePropertyGraphStore's retrieval searches those vectors; "
-        "MilvusPropertyGraphStore ignores them and searches the embeddings of the entity names, which the "
-        "graph store computes (and the cache holds) as for GraphRAGTransform.", "",
-        "Notes: each method's first question pays one-time costs (ours: flushing the rows just ingested, "
-        "which Milvus Lite queries ten times slower unflushed), hence its p95. PGRetriever concatenates its "
-        "sub-retrievers' results, GraphRAGSubRetriever's first: its top 5 are GraphRAGRetriever's. "
-        "LLMSynonymRetriever (PGI's other default) needs an LLM and is not measured. The machine is shared: "
-        "compare latencies within one run.", "",
+        f"{report['ingest_s']['pgi_simple']} s (PGI's {kg['count']} kg-node texts embedded first, {kg['warm_up_s']} s). "
+        f"Rows on ours: {report['rows_ours']}. Compare latencies within one run.", "",
     ]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", help="the MuSiQue directory (default: $GRAPHRAG_DATA/musique)")
     parser.add_argument("--limit", type=int, default=None, help="questions (default: all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "issue23")
+    parser.add_argument("--out", type=Path, default=RESULTS / "pgi.json", help="the JSON (a Markdown table beside it)")
     args = parser.parse_args()
-    report = run(args.limit, args.out)
+    directory = data_dirs([args.data] if args.data else None, names=("musique",))[0]
+    report = run(directory, args.limit, args.out)
     print(markdown(report))
 
 

@@ -1,38 +1,38 @@
-"""What `GraphRAGIndex.refresh_ref_docs` costs when documents' metadata changes (session 37).
+"""What `GraphRAGIndex.refresh_ref_docs` costs when documents change, on MuSiQue's 1,890 passages in
+Milvus Lite with the hash embedding (dim 64), each way on its own store built the same way:
 
-MuSiQue with its triples: each corpus row is a `Document` (its title and triplets in metadata), ingested
-into a fresh Milvus Lite store with the hash embedding (dim 64), which counts the texts it embeds. Then
-one document in `--every` gets a new metadata value, and the changed documents are re-ingested two ways,
-each on its own store built the same way:
+- `metadata`: each passage a `Document` (its title and triplets in metadata); one document in `--every`
+  gets a new metadata value; then `refresh_ref_docs(documents)` (changed passages written over in place)
+  against `delete_ref_doc` + `insert` of each changed document. Texts embedded, rows, seconds, and the
+  seconds of a refresh that finds nothing changed; both ways must give the same rows and metadata.
+- `llm`: the passages five to a document (a passage a paragraph), ingested with a scripted LLM that
+  extracts one triplet a passage and counts its calls; one paragraph of one document in `--every` is
+  edited; the LLM calls of `refresh_ref_docs` with stored extractions reused (as shipped) and with the
+  reuse turned off (every chunk of a changed document asked again).
 
-- `refresh`: `index.refresh_ref_docs(documents)`: each changed passage is written over in place.
-- `delete+insert`: `index.delete_ref_doc(id)` then `index.insert(document)` for each changed document,
-  what `refresh_ref_docs` did before session 37.
-
-It reports the texts embedded, the rows of each collection afterwards, and the seconds, then the seconds of
-a `refresh_ref_docs(documents)` that finds nothing changed; and checks that both ways give the same rows
-and the same passages' metadata.
-
-    python -m benchmarks.refresh [--every 10] [--db /tmp/refresh]
+    GRAPHRAG_DATA=../shared/data python -m benchmarks.refresh [--every 10]   # -> benchmarks/results/refresh.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import shutil
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
+from unittest import mock
 
-from llama_index.core.schema import Document
+from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.schema import BaseNode, Document, NodeRelationship, TextNode, TransformComponent
 
-from llama_index_graphrag_milvus import GraphRAGIndex, MilvusGraphStore
+from benchmarks.devsets import RESULTS, data_dirs, write_result
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, MilvusGraphStore
 from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique"
-RESULTS = Path(__file__).parent / "results"
+from llama_index_graphrag_milvus.ingest.extract.llm import StoredExtractions
 
 
 class Counting(HashEmbedding):
@@ -49,17 +49,48 @@ class Counting(HashEmbedding):
         return super()._get_text_embedding(text)
 
 
-def documents() -> List[Document]:
-    """MuSiQue's passages as documents, each with its title and triplets in metadata."""
-    return [Document(id_=n.node_id, text=n.text, metadata=dict(n.metadata)) for n in load_dataset(DATA).nodes]
+class CountingLLM(CustomLLM):
+    """Extracts one triplet from a passage (its first two words, "opens", its last word); counts calls."""
+
+    calls: int = 0
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="counting")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.calls += 1
+        words = prompt.split("Passage:\n", 1)[-1].split()
+        return CompletionResponse(text=json.dumps({"triplets": [[" ".join(words[:2]), "opens", words[-1]]]}))
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        yield self.complete(prompt)
 
 
-def run(way: str, every: int, db: Path) -> Dict[str, Any]:
-    shutil.rmtree(db, ignore_errors=True)
+class Paragraphs(TransformComponent):
+    """A document's paragraphs (blank-line separated) as nodes of that document."""
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> List[BaseNode]:
+        out = []
+        for doc in nodes:
+            for i, part in enumerate(doc.get_content().split("\n\n")):
+                node = TextNode(id_=f"{doc.node_id}:{i}", text=part)
+                node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
+                out.append(node)
+        return out
+
+
+def documents(data: Path) -> List[Document]:
+    """The passages as documents, each with its title and triplets in metadata."""
+    return [Document(id_=n.node_id, text=n.text, metadata=dict(n.metadata)) for n in load_dataset(data).nodes]
+
+
+def metadata_change(data: Path, way: str, every: int, db: Path) -> Dict[str, Any]:
     embed = Counting(dim=64)
     store = MilvusGraphStore(uri=str(db), embed_model=embed)
     try:
-        docs = documents()
+        docs = documents(data)
         index = GraphRAGIndex.from_documents(docs, store=store)
         built, counts = embed.embedded, store.count()
         changed = docs[::every]
@@ -77,28 +108,57 @@ def run(way: str, every: int, db: Path) -> Dict[str, Any]:
         start = time.perf_counter()
         assert not any(index.refresh_ref_docs(docs))  # nothing changed since
         unchanged = time.perf_counter() - start
-        after = store.count()
         pids = [p for doc in changed for p in store.passage_ids(doc.doc_id)]
         editions = {n.metadata.get("edition") for n in store.get_passages(pids).values()}
         return {"way": way, "documents": len(docs), "changed": len(changed), "embedded_at_build": built,
-                "embedded": embed.embedded, "seconds": round(seconds, 2), "unchanged_refresh_seconds": round(unchanged, 2), "rows_before": counts,
-                "rows_after": after, "editions": sorted(map(str, editions))}
+                "embedded": embed.embedded, "seconds": round(seconds, 2), "unchanged_refresh_seconds": round(unchanged, 2),
+                "rows_before": counts, "rows_after": store.count(), "editions": sorted(map(str, editions))}
     finally:
         store.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--every", type=int, default=10)
-    parser.add_argument("--db", default="/tmp/refresh")
-    args = parser.parse_args()
-    db = Path(args.db)
-    db.mkdir(parents=True, exist_ok=True)
-    runs = [run(way, args.every, db / f"{way}.db") for way in ("refresh", "delete+insert")]
-    for r in runs:
-        print(json.dumps(r))
-    assert runs[0]["rows_after"] == runs[1]["rows_after"] and runs[0]["editions"] == runs[1]["editions"] == ["2nd"]
-    (RESULTS / "refresh.json").write_text(json.dumps(runs, indent=1) + "\n")
+def chunk_edit(data: Path, reuse: bool, every: int, db: Path) -> Dict[str, Any]:
+    llm = CountingLLM()
+    store = MilvusGraphStore(uri=str(db), embed_model=HashEmbedding(dim=64))
+    off = mock.patch.object(StoredExtractions, "reuse", lambda self, nodes, triplets, todo: todo)
+    try:
+        with contextlib.nullcontext() if reuse else off:
+            texts = [n.text for n in load_dataset(data, triples=False).nodes]
+            docs = [Document(id_=f"d{i}", text="\n\n".join(texts[i:i + 5])) for i in range(0, len(texts), 5)]
+            steps = [Paragraphs(), GraphRAGTransform(store=store, llm=llm, num_workers=4, text_links=False)]
+            index = GraphRAGIndex.from_documents(docs, store=store, llm=llm, transformations=steps)
+            built = llm.calls
+            changed = docs[::every]
+            edited = [Document(id_=d.doc_id, text=d.text.replace("\n\n", " (edited)\n\n", 1)) for d in changed]
+            docs = [edited[i // every] if i % every == 0 else d for i, d in enumerate(docs)]
+            llm.calls, start = 0, time.perf_counter()
+            flags = index.refresh_ref_docs(docs)
+            seconds = time.perf_counter() - start
+            assert sum(flags) == len(changed), sum(flags)
+            return {"documents": len(docs), "chunks": sum(d.text.count("\n\n") + 1 for d in docs), "built_calls": built,
+                    "changed_documents": len(changed), "refresh_calls": llm.calls, "refresh_s": round(seconds, 2),
+                    "rows": store.count()}
+    finally:
+        store.close()
+
+
+def main(argv: List[str] | None = None) -> Dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="the MuSiQue directory (default: $GRAPHRAG_DATA/musique)")
+    parser.add_argument("--every", type=int, default=10, help="one document in EVERY changes")
+    parser.add_argument("--out", default=str(RESULTS / "refresh.json"))
+    args = parser.parse_args(argv)
+    data = data_dirs([args.data] if args.data else None, names=("musique",))[0]
+    with tempfile.TemporaryDirectory(prefix="graphrag-refresh-") as tmp:
+        runs = [metadata_change(data, way, args.every, Path(tmp) / f"{i}.db") for i, way in enumerate(("refresh", "delete+insert"))]
+        assert runs[0]["rows_after"] == runs[1]["rows_after"] and runs[0]["editions"] == runs[1]["editions"] == ["2nd"]
+        llm = {"every": args.every, **{name: chunk_edit(data, reuse, args.every, Path(tmp) / f"llm{reuse}.db")
+                                       for name, reuse in (("reuse", True), ("no reuse", False))}}
+        assert llm["reuse"]["rows"] == llm["no reuse"]["rows"]
+    report = {"metadata": runs, "llm": llm}
+    write_result(args.out, report)
+    print(json.dumps(report, indent=1))
+    return report
 
 
 if __name__ == "__main__":

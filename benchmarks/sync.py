@@ -1,21 +1,21 @@
-"""What `store.sync()` costs (session 38), on MuSiQue with its triples in Milvus Lite (hash embedding, dim 64).
+"""What `store.sync()` costs, on MuSiQue with its triples in Milvus Lite (hash embedding, dim 64).
 
 - `sync()` when nothing changed: one read of the write generation.
 - `sync()` after another store wrote one document: the caches built again from Milvus, as an open does.
   The other store is simulated as in `tests/test_sync.py` (Milvus Lite lets one store open a path): a
   writer on the same collections with caches of its own.
-- For comparison, closing the store and opening it again without its snapshot (what catching up took
-  before), and the extra generation write that every write now makes when it is whole.
+- For comparison, closing the store and opening it again without its snapshot, and the generation
+  write that every write makes when it is whole.
 
-    python -m benchmarks.sync [--db /tmp/sync_bench.db] [--rounds 5]
+    GRAPHRAG_DATA=../shared/data python -m benchmarks.sync [--rounds 5]   # -> benchmarks/results/sync.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, List
@@ -28,7 +28,8 @@ from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.ingest.rows import checked
 from llama_index_graphrag_milvus.ingest.writes import Writer
 
-from benchmarks.refresh import RESULTS, documents
+from benchmarks.devsets import RESULTS, data_dirs, write_result
+from benchmarks.refresh import documents
 
 
 def seconds(call: Callable[[], object], rounds: int) -> List[float]:
@@ -40,11 +41,10 @@ def seconds(call: Callable[[], object], rounds: int) -> List[float]:
     return out
 
 
-def main(db: Path, rounds: int) -> dict:
-    shutil.rmtree(db, ignore_errors=True)
+def measure(data: Path, db: Path, rounds: int) -> dict:
     open_store = lambda: MilvusGraphStore(uri=str(db), embed_model=HashEmbedding(dim=64), snapshot=False)  # noqa: E731
     store = open_store()
-    GraphRAGIndex.from_documents(documents(), store=store)
+    GraphRAGIndex.from_documents(documents(data), store=store)
     graph, search = open_backend(store.collections, "memory", None, False, False)
     graph.open()
     other = Writer(store.collections, graph, search, store.embed_model, 64, store.batch_size, store.synonym_threshold)
@@ -70,20 +70,28 @@ def main(db: Path, rounds: int) -> dict:
         reopen.append(time.perf_counter() - start)
     store.close()
     ms = lambda xs: round(1000 * statistics.median(xs), 1)  # noqa: E731
-    result = {
+    return {
         "rows": counts, "rounds": rounds,
         "sync_unchanged_ms_median": ms(unchanged),
         "sync_rebuild_ms_median": ms(rebuilt), "sync_rebuild_ms": [round(1000 * s, 1) for s in rebuilt],
         "reopen_without_snapshot_ms_median": ms(reopen), "reopen_ms": [round(1000 * s, 1) for s in reopen],
         "one_document_add_ms_median": ms(adds), "generation_advance_ms_median": ms(advance),
     }
-    (RESULTS / "sync.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="the MuSiQue directory (default: $GRAPHRAG_DATA/musique)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default=str(RESULTS / "sync.json"))
+    args = parser.parse_args(argv)
+    data = data_dirs([args.data] if args.data else None, names=("musique",))[0]
+    with tempfile.TemporaryDirectory(prefix="graphrag-sync-") as tmp:
+        result = measure(data, Path(tmp) / "sync.db", args.rounds)
+    write_result(args.out, result)
+    print(json.dumps(result, indent=1))
     return result
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, default=Path("/tmp/sync_bench.db"))
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    print(json.dumps(main(args.db, args.rounds), indent=1))
+    main()

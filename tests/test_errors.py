@@ -1,4 +1,4 @@
-"""Errors that name their fix (issue 14, point 5), and `stats` without an embedder. Fast and offline."""
+"""Errors that name their fix, and `stats` without an embedder. Fast and offline."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 import logging
 
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, EntityNode, Relation
-from llama_index.core.schema import TextNode, TransformComponent
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode, TransformComponent
 
 from llama_index_graphrag_milvus import CooccurrenceExtractor, GraphRAGRetriever, GraphRAGTransform
 from llama_index_graphrag_milvus.examples import bernoulli_documents
@@ -150,8 +150,11 @@ def test_given_triplets_are_kept_whole_and_the_texts_own_links_join_them(make_st
         transform = GraphRAGTransform(store=store)
         transform(documents)
     assert not [r for r in caplog.records if r.name.endswith("transform")]  # nothing was missing
-    assert transform.built == {"given triplets": {"passages": 5, "triplets": 22}, "text links": {"passages": 5, "triplets": 24}}
-    assert store.count()["relations"] == 22 + 24
+    # 24 links of the texts, and 3 of the titles to names only the triplets state (Euler's analysis and
+    # graph theory, Basel's 1460): every name of a passage is linked to its title, as in the text's graph
+    assert transform.built == {"given triplets": {"passages": 5, "triplets": 22},
+                               "text links": {"passages": 5, "triplets": 27}}
+    assert store.count()["relations"] == 22 + 27
     daniel = documents[2]
     given = bernoulli_documents()[2].metadata["triplets"]  # as the example gives them
     (relations,) = store.backend.passage_relations([passage_id(daniel.id_, daniel.text)]).values()
@@ -170,9 +173,9 @@ def test_text_links_false_writes_the_given_triplets_alone(make_store):
     assert store.count() == {"entities": 21, "relations": 22, "passages": 5}
     assert set(transform.built) == {"given triplets"}
     GraphRAGTransform(store=store)(bernoulli_documents())  # the same passages again, now with their text's links
-    assert store.count() == {"entities": 27, "relations": 46, "passages": 5}
+    assert store.count() == {"entities": 27, "relations": 49, "passages": 5}
     GraphRAGTransform(store=store)(bernoulli_documents())  # idempotent
-    assert store.count() == {"entities": 27, "relations": 46, "passages": 5}
+    assert store.count() == {"entities": 27, "relations": 49, "passages": 5}
 
 
 async def test_async_ingest_extracts_too(make_store):
@@ -191,12 +194,46 @@ def test_text_links_follow_the_transforms_own_extractor_so_a_second_ingest_chang
     assert store.count() == first == {"entities": 10, "relations": 6, "passages": 5}
 
 
-def test_text_links_take_a_passages_title_from_its_metadata_and_guess_none():
+def test_text_links_of_a_chunk_take_its_title_from_its_metadata_and_guess_none():
     from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
 
-    chunk = TextNode(text="Royal Society, where Isaac Newton\npresided, heard Edmond Halley speak in London.")
-    titled = TextNode(text=chunk.text, metadata={"title": "Royal Society"})
+    text = "Royal Society, where Isaac Newton\npresided, heard Edmond Halley speak in London."
+    chunk = TextNode(text=text, relationships={NodeRelationship.PREVIOUS: RelatedNodeInfo(node_id="before")})
+    titled = TextNode(text=text, metadata={"title": "Royal Society"}, relationships=dict(chunk.relationships))
     _, (untitled_links, titled_links) = with_text_links([chunk, titled], [[], []])
     assert "Royal Society, where Isaac Newton" not in names(untitled_links)  # a wrapped line, not a title
     assert {t.subject for t in titled_links} >= {"Royal Society"}  # the title links its passage's names
     assert names(untitled_links) <= names(titled_links)
+
+
+ARMSTRONG = "Neil Armstrong\nHe commanded Apollo 11, which landed on the Moon with Buzz Aldrin."
+#: An LLM's triplets on the facts of other names: none names the passage's title.
+ARMSTRONG_TRIPLETS = [["Apollo 11", "landed on", "Moon"], ["Apollo 11", "launched in", "1969"],
+                      ["Buzz Aldrin", "flew on", "Apollo 11"], ["Apollo 11", "was", "crewed spaceflight"]]
+
+
+def test_given_triplets_add_to_the_texts_graph_and_keep_a_passage_about_its_title():
+    from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
+    from llama_index_graphrag_milvus.schema import parse_triplets
+
+    document = TextNode(text=ARMSTRONG)  # a whole document: its heading line is its title, as without triplets
+    given, _ = parse_triplets(ARMSTRONG_TRIPLETS)
+    (linked,), _ = with_text_links([document], [given])
+    alone = CooccurrenceExtractor().extract_node(TextNode(text=ARMSTRONG))
+    assert {t.id for t in alone} <= {t.id for t in linked}  # the text's graph, whole
+    assert {t.id for t in given} <= {t.id for t in linked}
+    about = [t for t in linked if "Neil Armstrong" in (t.subject, t.object)]
+    assert len(about) >= len(linked) / 2  # the passage is about its title (the hop and topic rankings)
+    assert names(about) == names(given) | {"Neil Armstrong"}  # each name is linked to it, 1969 too
+    assert ("Neil Armstrong", "mentions", "1969") in {(t.subject, t.predicate, t.object) for t in linked}
+
+
+def test_a_passage_whose_triplets_name_other_things_is_still_reached_by_its_title(make_store):
+    store = make_store()
+    nodes = [
+        TextNode(id_="ohio", text="Wapakoneta\nWapakoneta is a city in Ohio, where Neil Armstrong was born."),
+        TextNode(id_="armstrong", text=ARMSTRONG, metadata={"triplets": ARMSTRONG_TRIPLETS}),
+    ]
+    GraphRAGTransform(store=store)(nodes)
+    ohio, armstrong = (passage_id(n.node_id, n.text) for n in nodes)
+    assert store.linked_passages(ohio) == [armstrong]  # the hop from the town to the man

@@ -27,13 +27,13 @@ def pair(make_store, tmp_path):
 def test_nothing_is_held_in_memory_and_writes_are_the_same(make_store, tmp_path):
     memory, milvus = pair(make_store, tmp_path)
     assert isinstance(milvus.backend, MilvusGraph) and isinstance(memory.backend, MemoryGraph)
-    # 22 given triplets and 24 links of the passages' text, between 27 names
-    assert milvus.count() == memory.count() == {"entities": 27, "relations": 46, "passages": 5}
+    # 22 given triplets and 27 links of the passages' text and titles, between 27 names
+    assert milvus.count() == memory.count() == {"entities": 27, "relations": 49, "passages": 5}
     IngestionPipeline(transformations=[SentenceSplitter(), GraphRAGTransform(store=milvus)]).run(documents=bernoulli_documents())
     assert milvus.count() == memory.count()  # idempotent without the adjacency too
     for store in (memory, milvus):
         store.delete("bernoulli-daniel")
-    assert milvus.count() == memory.count() == {"entities": 20, "relations": 36, "passages": 4}
+    assert milvus.count() == memory.count() == {"entities": 20, "relations": 39, "passages": 4}
     assert milvus.count()["relations"] == len(milvus.client.query(milvus.relations_collection, filter="", output_fields=["id"]))
 
 

@@ -14,7 +14,9 @@ from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
-from llama_index_graphrag_milvus.ingest.extract.given import TRIPLETS_KEY, as_metadata, exclude_from_content, given_triplets
+from llama_index_graphrag_milvus.ingest.extract.given import (
+    TRIPLETS_KEY, as_metadata, exclude_from_content, given_triplets, is_chunk, title_links,
+)
 from llama_index_graphrag_milvus.schema import Triplet, normalize_name, parse_triplets
 
 # a word: letters/digits, with inner apostrophes, hyphens, dots and ampersands ("O'Neil", "U.S", "AT&T")
@@ -31,9 +33,7 @@ _YEAR = re.compile(r"^(1[0-9]{3}|20[0-9]{2})$")
 
 #: Lower-case words allowed inside a name, between capitalised words ("University of Copenhagen",
 #: "Lord of the Rings", "Charles de Gaulle", "Ludwig van Beethoven").
-CONNECTORS = frozenset(
-    "of the de del della di da du des la le von van der den y for".split()
-)
+CONNECTORS = frozenset("of the de del della di da du des la le von van der den y for".split())
 
 # capitalised words that start sentences or headings but name nothing on their own
 _COMMON = frozenset(
@@ -47,10 +47,8 @@ _COMMON = frozenset(
     been being has have had do does did can could may might must shall should will would mr mrs ms dr
     st jr sr inc ltd co vs no see note notes external links references chapter part section yes""".split()
 )
-_MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday".split()
-)
+_MONTHS = frozenset("january february march april may june july august september october november december "
+                    "monday tuesday wednesday thursday friday saturday sunday".split())
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt ft inc ltd co corp vs no gen col lt sgt rev prof est approx".split())
 
 
@@ -60,16 +58,22 @@ def with_text_links(
     skip: Collection[int] = (),
     extractor: Optional["CooccurrenceExtractor"] = None,
 ) -> Tuple[List[List[Triplet]], List[List[Triplet]]]:
-    """Each node's triplets followed by the links `extractor` (default: `CooccurrenceExtractor()`) finds
-    in its text that they do not state yet (nodes at `skip` as they are); and the links added to each
-    node not skipped. A node's topic is its `metadata["title"]` alone: no title is guessed from its first
-    line, which in a chunk of a longer text is rarely one."""
+    """Each node's triplets followed by what its text adds that they do not state yet (nodes at `skip` as
+    they are), and the links added to each node not skipped; so triplets add to the text's graph:
+    - the links `extractor` (default: `CooccurrenceExtractor()`) gives its text alone: its topic is its
+      `metadata["title"]`, else, for a whole document, its heading line (a chunk's first line is none);
+    - with `link_title`, its topic linked to each name the triplets state (`given.title_links`): the
+      passage stays about its topic (at least half its relations name it), whatever else they state."""
     extractor = extractor or CooccurrenceExtractor()
     linked, added = [list(t or []) for t in triplets], []
     for i, node in enumerate(nodes):
         if i not in skip:
+            whole = not is_chunk(node)
+            links = extractor.extract_node(node, guess_title=whole)
+            topic = extractor.topic_of(node, whole) if extractor.link_title and linked[i] else None
+            links += title_links(topic, linked[i], links) if topic else []
             stated = {t.id for t in linked[i]}
-            added.append([t for t in extractor.extract_node(node, guess_title=False) if t.id not in stated])
+            added.append([t for t in links if t.id not in stated])
             linked[i] += added[-1]
     return linked, added
 
@@ -156,10 +160,15 @@ class CooccurrenceExtractor(TransformComponent):
     def extract_node(self, node: BaseNode, guess_title: bool = True) -> List[Triplet]:
         """The triplets of a node's text (its topic: `metadata["title"]`, else, with `guess_title`, a short
         first line)."""
-        title = node.metadata.get("title")
-        if not isinstance(title, str):
-            title = None if guess_title else ""
-        return self.extract(node.get_content(metadata_mode=MetadataMode.NONE), title)
+        return self.extract(node.get_content(metadata_mode=MetadataMode.NONE), _title_of(node, guess_title))
+
+    def topic_of(self, node: BaseNode, guess_title: bool = True) -> Optional[str]:
+        """The name `extract_node` links a node's names to (see `topic_as_name`); None if it has none."""
+        title = _title_of(node, guess_title)
+        return self._named(_heading(node.get_content(MetadataMode.NONE)) if title is None else title)
+
+    def _named(self, title: Optional[str]) -> Optional[str]:
+        return (_topic(title) if self.topic_as_name else title.strip()) if title else None
 
     # entities ------------------------------------------------------------------------------------
     def entities(self, sentence: str) -> List[Tuple[str, int, int]]:
@@ -250,7 +259,7 @@ class CooccurrenceExtractor(TransformComponent):
             body = text[len(title) :]
         else:
             body = text
-        topic = (_topic(title) if self.topic_as_name else title.strip()) if title else None
+        topic = self._named(title)
         topic_key = normalize_name(topic) if topic else None
         pairs: List[List[str]] = []
         links: Dict[str, List[str]] = {}
@@ -372,6 +381,12 @@ def _qualifier_start(title: str, end: int) -> int:
                     i -= 1
                 return i
     return end
+
+
+def _title_of(node: BaseNode, guess_title: bool) -> Optional[str]:
+    """A node's `metadata["title"]`; else None (a title to guess) with `guess_title`, "" (none) without."""
+    title = node.metadata.get("title")
+    return title if isinstance(title, str) else None if guess_title else ""
 
 
 def _heading(text: str) -> Optional[str]:

@@ -3,7 +3,8 @@
 Triplets in metadata are data, not text: `ExcludeTriplets` (or `GraphRAGIndex`, which does it for
 you) keeps them out of what a splitter measures, what is embedded and what an LLM reads. A splitter
 copies a document's metadata to each of its chunks; a chunk then keeps only the document's triplets
-that it names (see `given_triplets`).
+that it names (see `given_triplets`). When the text's links join them (`text_links`, the transform's
+default), `title_links` ties each name they state to the passage's title, which it stays about.
 """
 
 from __future__ import annotations
@@ -96,6 +97,24 @@ def given_triplets(node: BaseNode, key: str = TRIPLETS_KEY) -> Optional[List[Tri
         return None
     _log_skipped(node, skipped)
     return triplets
+
+
+def title_links(topic: str, triplets: Sequence[Triplet], linked: Sequence[Triplet] = ()) -> List[Triplet]:
+    """`[topic, "mentions", name]` for each name `triplets` state (subjects and objects, in order) that no
+    triplet of them or of `linked` links to `topic` yet: a passage's triplets tied to what it is about, as
+    its title links tie the names of its text."""
+    key = normalize_name(topic)
+    tied = {key}
+    for t in (*triplets, *linked):
+        ends = (normalize_name(t.subject), normalize_name(t.object))
+        if key in ends:
+            tied.update(ends)
+    links = []
+    for name in (name for t in triplets for name in (t.subject, t.object)):
+        if normalize_name(name) not in tied:
+            tied.add(normalize_name(name))
+            links.append([topic, "mentions", name])
+    return parse_triplets(links)[0]
 
 
 def is_chunk(node: BaseNode) -> bool:
