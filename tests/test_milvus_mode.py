@@ -62,7 +62,7 @@ def test_the_chain_reranker_runs_on_the_loaded_neighbourhood(make_store, tmp_pat
     assert all(n.node.metadata["graphrag_relations"] for n in run.nodes)
 
 
-CONFIGS = [{}, {"expansion_degree": 2}, {"reranker": "chain"}, {"reranker": "ppr"}, {"hub_fraction": 0.2}]
+CONFIGS = [{}, {"expansion_degree": 2}, {"ranker": "chain"}, {"ranker": "ppr"}, {"hub_fraction": 0.2}]
 
 
 def _top10(store, questions):

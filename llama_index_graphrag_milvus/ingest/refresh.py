@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Protocol, Sequence, Set
 
 from llama_index.core.schema import BaseNode, Document, MetadataMode
 
 from llama_index_graphrag_milvus.ingest.extract.given import is_pending, mark_pending
 from llama_index_graphrag_milvus.schema import passage_id
 
-if TYPE_CHECKING:
-    from llama_index_graphrag_milvus.store import MilvusGraphStore
+
+class StoredPassages(Protocol):
+    """The reads a refresh makes (`MilvusGraphStore` has them)."""
+
+    def documents_passage_ids(self, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]: ...
+
+    def get_passages(self, passage_ids: Sequence[str]) -> Dict[str, BaseNode]: ...
 
 
 @dataclass
@@ -29,7 +34,7 @@ class Refresh:
 
 
 def plan_refresh(
-    store: "MilvusGraphStore", documents: Sequence[Document], nodes: Sequence[BaseNode], retry_pending: bool
+    store: StoredPassages, documents: Sequence[Document], nodes: Sequence[BaseNode], retry_pending: bool
 ) -> Refresh:
     """The refresh of `documents`, split into `nodes` by the steps before the graph write.
 
@@ -58,7 +63,7 @@ def plan_refresh(
     return plan
 
 
-def _stored(store: "MilvusGraphStore", document_ids: Sequence[str]) -> Dict[str, Dict[str, BaseNode]]:
+def _stored(store: StoredPassages, document_ids: Sequence[str]) -> Dict[str, Dict[str, BaseNode]]:
     """The documents' stored passages as nodes, by document id, then passage id (batched reads)."""
     pids = store.documents_passage_ids(document_ids)
     nodes = store.get_passages([p for found in pids.values() for p in found])
