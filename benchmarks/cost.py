@@ -92,7 +92,7 @@ def ingest_cost(data: Path, enc: Any) -> Dict[str, Any]:
         long = len(enc.encode(text)) > 900
         chunks += [n.get_content() for n in SentenceSplitter().get_nodes_from_documents([Document(text=text)])] if long else [text]
     llm = RecordingLLM(answer=lambda _: '{"triplets": []}', calls=[])
-    for chunk in chunks:  # the call `ingest.extract.llm.aextract` makes
+    for chunk in chunks:  # the call `LLMTripletExtractor` makes
         llm.predict(TRIPLET_EXTRACT_PROMPT, text=chunk, max_triplets=MAX_TRIPLETS)
     n = len(texts)
     report: Dict[str, Any] = {"passages": n, "chunks": len(chunks), "calls": len(llm.calls),

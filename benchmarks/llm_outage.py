@@ -25,7 +25,7 @@ from llama_index.core.schema import Document
 from llama_index.llms.openai import OpenAI
 
 from benchmarks.devsets import RESULTS, write_result
-from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, MilvusGraphStore
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, LLMTripletExtractor, MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
 from llama_index_graphrag_milvus.llm.guard import LLMGuard, set_guard
@@ -95,7 +95,7 @@ def ingest(directory: Path) -> Dict:
         for i, (n, c) in enumerate(zip(names, cities))
     ]
     store = MilvusGraphStore(uri=str(directory / "ingest.db"), embed_model=HashEmbedding(dim=64))
-    steps = [SentenceSplitter(), GraphRAGTransform(store=store, llm=llm)]
+    steps = [SentenceSplitter(), GraphRAGTransform(store=store, extractor=LLMTripletExtractor(llm=llm))]
     start = time.perf_counter()
     index = GraphRAGIndex.from_documents(documents, store=store, llm=llm, transformations=steps)
     down = {"seconds": round(time.perf_counter() - start, 2), "chat_requests": endpoint.requests,

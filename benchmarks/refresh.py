@@ -32,7 +32,7 @@ from benchmarks.devsets import RESULTS, data_dirs, write_result
 from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, MilvusGraphStore
 from llama_index_graphrag_milvus.bench.evaluation import load_dataset
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
-from llama_index_graphrag_milvus.ingest.extract.llm import StoredExtractions
+from llama_index_graphrag_milvus.ingest.extract.llm import LLMTripletExtractor
 
 
 class Counting(HashEmbedding):
@@ -120,12 +120,13 @@ def metadata_change(data: Path, way: str, every: int, db: Path) -> Dict[str, Any
 def chunk_edit(data: Path, reuse: bool, every: int, db: Path) -> Dict[str, Any]:
     llm = CountingLLM()
     store = MilvusGraphStore(uri=str(db), embed_model=HashEmbedding(dim=64))
-    off = mock.patch.object(StoredExtractions, "reuse", lambda self, nodes, triplets, todo: todo)
+    off = mock.patch.object(LLMTripletExtractor, "_reuse", lambda self, nodes, digests, stored: nodes)
     try:
         with contextlib.nullcontext() if reuse else off:
             texts = [n.text for n in load_dataset(data, triples=False).nodes]
             docs = [Document(id_=f"d{i}", text="\n\n".join(texts[i:i + 5])) for i in range(0, len(texts), 5)]
-            steps = [Paragraphs(), GraphRAGTransform(store=store, llm=llm, num_workers=4, text_links=False)]
+            extractor = LLMTripletExtractor(llm=llm, num_workers=4)
+            steps = [Paragraphs(), GraphRAGTransform(store=store, extractor=extractor, text_links=False)]
             index = GraphRAGIndex.from_documents(docs, store=store, llm=llm, transformations=steps)
             built = llm.calls
             changed = docs[::every]

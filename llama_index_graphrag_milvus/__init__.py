@@ -9,10 +9,9 @@ import os as _os
 _os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from llama_index_graphrag_milvus.explain import Explanation
-from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor, ExcludeTriplets
-from llama_index_graphrag_milvus.graph.sparse import Graph
+from llama_index_graphrag_milvus.ingest.extract import CooccurrenceExtractor, LLMTripletExtractor
 from llama_index_graphrag_milvus.index import GraphRAGIndex
-from llama_index_graphrag_milvus.property_graph import MilvusPropertyGraphStore
+from llama_index_graphrag_milvus.property_graph import GraphRAGSubRetriever, MilvusPropertyGraphStore
 from llama_index_graphrag_milvus.retriever import GraphRAGRetriever, Retrieval
 from llama_index_graphrag_milvus.schema import ScoredRelation, Triplet
 from llama_index_graphrag_milvus.store import GraphStoreError, MilvusGraphStore
@@ -20,13 +19,13 @@ from llama_index_graphrag_milvus.transform import GraphRAGTransform
 
 __all__ = [
     "CooccurrenceExtractor",
-    "ExcludeTriplets",
     "Explanation",
-    "Graph",
     "GraphRAGIndex",
     "GraphRAGRetriever",
+    "GraphRAGSubRetriever",
     "GraphRAGTransform",
     "GraphStoreError",
+    "LLMTripletExtractor",
     "MilvusGraphStore",
     "MilvusPropertyGraphStore",
     "Retrieval",

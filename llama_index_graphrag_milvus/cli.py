@@ -79,7 +79,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     from llama_index.core.node_parser import SentenceSplitter
     from tqdm.auto import tqdm
 
-    from llama_index_graphrag_milvus import GraphRAGTransform
+    from llama_index_graphrag_milvus import GraphRAGTransform, LLMTripletExtractor
     from llama_index_graphrag_milvus.schema import chunked
     from llama_index_graphrag_milvus.transform import count_pending
 
@@ -88,7 +88,8 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     with _store(args) as store:
         nodes = SentenceSplitter().get_nodes_from_documents(documents, show_progress=len(documents) > 1)
         # the graph step in batches, so that the bar follows the passages (extraction, embedding, writes)
-        transform = GraphRAGTransform(store=store, llm=llm, text_links=not args.no_text_links)
+        extractor = LLMTripletExtractor(llm=llm) if llm is not None else None
+        transform = GraphRAGTransform(store=store, extractor=extractor, text_links=not args.no_text_links)
         # the transform warns once per batch about nodes without triplets: one summary below instead
         transform_log = logging.getLogger("llama_index_graphrag_milvus.transform")
         level = transform_log.level
@@ -102,7 +103,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
             transform_log.setLevel(level)
         names = {
             "CooccurrenceExtractor": "the offline extractor (CooccurrenceExtractor, no LLM)",
-            "LLM": f"the LLM ({args.openai_model})",
+            "LLMTripletExtractor": f"the LLM ({args.openai_model})",
         }
         built = [
             f"{names.get(source, source)}: {c['triplets']} triplets from {c['passages']} passages"

@@ -1,41 +1,51 @@
-"""GraphRAGIndex: a store, its ingestion steps and its retriever behind LlamaIndex's index interface.
+"""GraphRAGIndex: a store, its ingestion steps and its retriever as a LlamaIndex `BaseIndex`.
 
     index = GraphRAGIndex.from_documents(documents)          # Milvus Lite at ./graphrag_milvus.db
     index.as_retriever(similarity_top_k=5).retrieve(question)
     index.as_query_engine(llm=llm).query(question)
+    index.as_chat_engine(llm=llm).chat(question)
+    index = GraphRAGIndex.from_existing(store=MilvusGraphStore(uri=...))   # reopen
 
-The LLM follows LlamaIndex's conventions: `llm=` defaults to `Settings.llm` when you set it, else OpenAI
-when OPENAI_API_KEY is set, else none (offline); `llm=None` turns it off (`llm.resolve.resolve_llm`).
+The graph is built with no LLM call (`CooccurrenceExtractor` for passages that carry no triplets), whatever
+LLM is configured; `extractor=LLMTripletExtractor(llm=...)` extracts with an LLM. The LLM (`llm=`) works at
+query time and follows LlamaIndex's conventions: `Settings.llm` when you set it, else OpenAI when
+OPENAI_API_KEY is set, else none (offline); `llm=None` turns it off (`llm.resolve.resolve_llm`).
 
-It is a plain class with the method names of LlamaIndex's indices (`from_documents`, `as_retriever`,
-`as_query_engine`, `insert`, `insert_nodes`, `delete_ref_doc`, `refresh_ref_docs`), not a `BaseIndex`:
-Milvus holds everything (no index struct, no docstore). `MilvusGraphStore`, `GraphRAGTransform` and
-`GraphRAGRetriever` stay public for composing by hand.
+Milvus holds everything: no index struct is kept and no document store (`ref_doc_info` reads the
+passages' rows). `MilvusGraphStore`, `GraphRAGTransform` and `GraphRAGRetriever` stay public for
+composing by hand.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections import defaultdict
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core import Settings
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.chat_engine.types import BaseChatEngine, ChatMode
+from llama_index.core.data_structs import IndexLPG
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.ingestion import arun_transformations
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.llm import LLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.response_synthesizers import BaseSynthesizer, ResponseMode
 from llama_index.core.response_synthesizers.context_only import ContextOnly
 from llama_index.core.response_synthesizers.no_text import NoText
-from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
+from llama_index.core.schema import BaseNode, Document, TransformComponent
+from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
-from llama_index_graphrag_milvus.ingest.extract.given import is_pending, mark_pending
+from llama_index_graphrag_milvus.ingest.refresh import plan_refresh
+from llama_index_graphrag_milvus.ingest.rows import PASSAGE_FIELDS
+from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, is_default, resolve_llm
-from llama_index_graphrag_milvus.retriever import GraphRAGRetriever
-from llama_index_graphrag_milvus.schema import passage_id
+from llama_index_graphrag_milvus.milvus.collections import PASSAGES
+from llama_index_graphrag_milvus.retriever import MOVED_ARGUMENTS, GraphRAGRetriever
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 from llama_index_graphrag_milvus.transform import GraphRAGTransform
 
@@ -43,52 +53,59 @@ __all__ = ["GraphRAGIndex"]
 
 logger = logging.getLogger(__name__)
 
+#: The keyword arguments of the engines that go to their retriever.
+_RETRIEVER_ARGUMENTS = {*inspect.signature(GraphRAGRetriever.__init__).parameters, *MOVED_ARGUMENTS} - {"self", "store"}
 
-class GraphRAGIndex:
-    """A Graph RAG index on Milvus: build it with `from_documents`, reopen it with `GraphRAGIndex(store=...)`.
+
+class GraphRAGIndex(BaseIndex[IndexLPG]):
+    """A Graph RAG index on Milvus: build it with `from_documents`, reopen it with `from_existing(store=...)`.
 
     Args:
-        store: The store holding (or to hold) the entities, relations and passages.
-        llm: The LLM of the graph steps: triplet extraction for nodes that carry none, and the
-            retriever's NER and rerank. By default ("default"), LlamaIndex's `Settings.llm` if you set it,
-            else OpenAI if OPENAI_API_KEY is set, else none; resolved once, here. Its cost: at ingest, one
-            LLM call per split node that carries no triplets (one node a call, not batched; 4 at a time,
-            `GraphRAGTransform(num_workers=...)`; nodes with triplets in metadata or with no text cost
-            none); per retrieval, 2 calls (NER, then rerank, skipped when there is no candidate
-            relation). `llm=None` makes no LLM call in these steps: triplets come from metadata or
-            `CooccurrenceExtractor`, and the retriever matches known names and reranks with the graph.
+        nodes: Split nodes to write now (as `insert_nodes`); none to reopen `store` as it is.
+        store: The store holding (or to hold) the entities, relations and passages (default:
+            `MilvusGraphStore()`, Milvus Lite at ./graphrag_milvus.db).
+        llm: The LLM of the query-time steps: the retriever's NER and rerank (2 calls a retrieval; the
+            rerank is skipped when there is no candidate relation) and the answer of `as_query_engine` and
+            `as_chat_engine`. By default ("default"), LlamaIndex's `Settings.llm` if you set it, else
+            OpenAI if OPENAI_API_KEY is set, else none; resolved once, here. Never called at ingest.
+            `llm=None`: the retriever matches known names and ranks with the graph alone.
+        extractor: Extracts the triplets of nodes that carry none (`GraphRAGTransform(extractor=...)`):
+            by default `CooccurrenceExtractor()`, no LLM call; `LLMTripletExtractor(llm=...)` pays one LLM
+            call per such node.
         transformations: The steps run before the graph write on every insert (a splitter, a KG
             extractor, ...). Defaults to `Settings.transformations` (a `SentenceSplitter()` unless you
-            changed them). A `GraphRAGTransform` is appended, writing to `store` with `llm`; to configure
-            it (`extractor=`, `num_workers=`, ...), pass your own as the last step.
+            changed them). A `GraphRAGTransform` writing to `store` follows them; to configure it, pass
+            your own as the last step.
         show_progress: Show progress bars while ingesting.
 
-    Attributes:
-        store: The `MilvusGraphStore`.
-        llm: The LLM of the graph steps, resolved (or None).
-        transformations: Every ingestion step; the last is `transform`.
-        transform: The `GraphRAGTransform` that writes to `store`.
+    Attributes: `store`; `llm`, resolved (or None); `transformations`, every ingestion step, the last being
+    `transform`, the `GraphRAGTransform` that writes to `store`.
     """
+
+    index_struct_cls = IndexLPG
 
     def __init__(
         self,
-        store: MilvusGraphStore,
+        nodes: Optional[Sequence[BaseNode]] = None,
+        store: Optional[MilvusGraphStore] = None,
         llm: LLMType = DEFAULT,
+        extractor: Optional[TransformComponent] = None,
         transformations: Optional[Sequence[TransformComponent]] = None,
+        callback_manager: Optional[CallbackManager] = None,
         show_progress: bool = False,
+        **kwargs: Any,
     ) -> None:
-        llm = resolve_llm(llm)
+        if isinstance(nodes, MilvusGraphStore):
+            raise TypeError("GraphRAGIndex takes nodes first: pass the store as store=..., or reopen it with "
+                            "GraphRAGIndex.from_existing(store=...)")
         steps = list(Settings.transformations if transformations is None else transformations)
-        if steps and isinstance(steps[-1], GraphRAGTransform):
-            if steps[-1].store is not store:
-                raise ValueError("The GraphRAGTransform of transformations writes to another store.")
-        else:
-            steps.append(GraphRAGTransform(store=store, llm=llm, show_progress=show_progress))
-        if any(isinstance(step, GraphRAGTransform) for step in steps[:-1]):
-            raise ValueError("A GraphRAGTransform must be the last transformation: it writes the graph.")
-        self.store, self.llm, self.show_progress = store, llm, show_progress
-        self.transformations: List[TransformComponent] = steps
-        self.transform: GraphRAGTransform = steps[-1]
+        self.transform: GraphRAGTransform = _graph_step(steps, store, extractor)  # popped from `steps`
+        self.store, self.llm = self.transform.store, resolve_llm(llm)
+        super().__init__(
+            nodes=nodes, index_struct=IndexLPG() if nodes is None else None, callback_manager=callback_manager,
+            show_progress=show_progress, **kwargs,
+        )
+        self._transformations = steps  # the steps before the graph write (BaseIndex would default [] away)
 
     @classmethod
     def from_documents(
@@ -96,9 +113,11 @@ class GraphRAGIndex:
         documents: Sequence[Document],
         store: Optional[MilvusGraphStore] = None,
         llm: LLMType = DEFAULT,
+        extractor: Optional[TransformComponent] = None,
         embed_model: Optional[BaseEmbedding] = None,
         transformations: Optional[Sequence[TransformComponent]] = None,
         show_progress: bool = False,
+        callback_manager: Optional[CallbackManager] = None,
         **store_kwargs: Any,
     ) -> "GraphRAGIndex":
         """Ingest documents and return their index.
@@ -107,26 +126,36 @@ class GraphRAGIndex:
             documents: The documents; triplets in `metadata["triplets"]` are used as given.
             store: The store to write to. Defaults to `MilvusGraphStore(embed_model=embed_model,
                 **store_kwargs)`: Milvus Lite at ./graphrag_milvus.db, its collections kept if they exist.
-            llm, transformations, show_progress: As in `GraphRAGIndex`: `llm` defaults to `Settings.llm`
-                (else OpenAI if OPENAI_API_KEY is set, else none), one call per node without triplets;
-                `llm=None` ingests with no LLM call.
+            llm, extractor, transformations, show_progress, callback_manager: As in `GraphRAGIndex`. The
+                ingest makes no LLM call unless `extractor=LLMTripletExtractor(llm=...)`.
             embed_model, **store_kwargs: For the default store only (`uri`, `collection_prefix`, ...).
         """
-        if store is None:
+        own_step = bool(transformations) and isinstance(list(transformations)[-1], GraphRAGTransform)
+        if store is None and not own_step:
             store = MilvusGraphStore(embed_model=embed_model, **store_kwargs)
         elif embed_model is not None or store_kwargs:
-            raise TypeError(
-                "embed_model and store options apply to a new store; with store=..., set them on the store."
-            )
-        index = cls(store=store, llm=llm, transformations=transformations, show_progress=show_progress)
-        index._run(documents)
+            raise TypeError("embed_model and store options apply to a new store; with store=..., set them on the store.")
+        index = cls(store=store, llm=llm, extractor=extractor, transformations=transformations,
+                    callback_manager=callback_manager, show_progress=show_progress)
+        run_sync(index._aingest(documents))
         return index
+
+    @classmethod
+    def from_existing(cls, store: MilvusGraphStore, **kwargs: Any) -> "GraphRAGIndex":
+        """The index of a store written before (by this package, `GraphRAGTransform` or PGI through
+        `MilvusPropertyGraphStore`); keyword arguments as in `GraphRAGIndex` (`llm`, `extractor`, ...)."""
+        return cls(store=store, **kwargs)
+
+    @property
+    def transformations(self) -> List[TransformComponent]:
+        """Every ingestion step: the steps before the graph write, then `transform`."""
+        return [*self._transformations, self.transform]
 
     # retrieval ----------------------------------------------------------------------------------
     def as_retriever(self, **kwargs: Any) -> GraphRAGRetriever:
         """A `GraphRAGRetriever` over the store, with the index's `llm` unless `llm=` is given (an LLM,
         None for none, or "default" for `Settings.llm`); with an LLM, each retrieval makes 2 LLM calls
-        (NER and rerank). Keyword arguments go to the retriever (`similarity_top_k`, `reranker`,
+        (NER and rerank). Keyword arguments go to the retriever (`similarity_top_k`, `ranker`,
         `expansion_degree`, ...)."""
         kwargs.setdefault("llm", self.llm)  # the retriever resolves what is given
         return GraphRAGRetriever(store=self.store, **kwargs)
@@ -144,90 +173,130 @@ class GraphRAGIndex:
         retrieved passages themselves, their texts joined (`response_mode="context_only"`; "no_text" gives
         an empty answer), and returns them in `response.source_nodes` as usual.
 
-        Keyword arguments that `GraphRAGRetriever` takes (`similarity_top_k`, `reranker`, ...) go to the
+        Keyword arguments that `GraphRAGRetriever` takes (`similarity_top_k`, `ranker`, ...) go to the
         retriever, the others to `RetrieverQueryEngine.from_args` (`response_mode`, `node_postprocessors`,
         `streaming`, ...).
         """
-        accepted = inspect.signature(GraphRAGRetriever.__init__).parameters
-        ours = [k for k in kwargs if k in accepted and k not in ("self", "store")]
-        retriever_kwargs = {k: kwargs.pop(k) for k in ours}
-        given = None if is_default(llm) else resolve_llm(llm)
-        retriever_kwargs.setdefault("llm", self.llm if self.llm is not None else given)
-        retriever = self.as_retriever(**retriever_kwargs)
-        if not is_default(llm):
-            answering = given
-        else:
-            answering = self.llm if self.llm is not None else resolve_llm(DEFAULT)
+        retriever = self._retriever_for(llm, kwargs)
+        answering = self._answering(llm)
         if answering is None:
             answering = MockLLM()  # never called; keeps Settings.llm (OpenAI by default) unresolved
             if "response_synthesizer" not in kwargs:
                 kwargs["response_synthesizer"] = _passages_only(answering, kwargs)
         return RetrieverQueryEngine.from_args(retriever, llm=answering, **kwargs)
 
-    # writing ------------------------------------------------------------------------------------
-    def insert(self, document: Document) -> None:
-        """Ingest one document through the transformations."""
-        self._run([document])
+    def as_chat_engine(self, chat_mode: ChatMode = ChatMode.BEST, llm: LLMType = DEFAULT, **kwargs: Any) -> BaseChatEngine:
+        """A chat engine over the graph-retrieved passages: by default ("best", as "condense_plus_context")
+        LlamaIndex's `CondensePlusContextChatEngine`, which condenses the conversation into a question,
+        retrieves with it and answers from the passages; "context", "condense_question" and "simple" as in
+        LlamaIndex. The LLMs are those of `as_query_engine`; a chat needs one to answer (a ValueError
+        names the fix otherwise). Keyword arguments that `GraphRAGRetriever` takes go to the retriever,
+        the others to the engine (`system_prompt`, `chat_history`, `memory`, ...)."""
+        answering = self._answering(llm)
+        if answering is None:
+            raise ValueError(
+                "as_chat_engine needs an LLM to answer: pass llm=..., set Settings.llm or OPENAI_API_KEY "
+                "(as_query_engine() answers with the passages themselves, with no LLM)"
+            )
+        return _chat_engine(chat_mode, self._retriever_for(llm, kwargs), answering, kwargs)
 
-    def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:
+    def _retriever_for(self, llm: LLMType, kwargs: Dict[str, Any]) -> GraphRAGRetriever:
+        """The retriever of an engine, popping its arguments from `kwargs`: with the index's LLM, else the
+        one given for the engine."""
+        options = {key: kwargs.pop(key) for key in list(kwargs) if key in _RETRIEVER_ARGUMENTS}
+        options.setdefault("llm", self.llm if self.llm is not None else (None if is_default(llm) else resolve_llm(llm)))
+        return self.as_retriever(**options)
+
+    def _answering(self, llm: LLMType) -> Optional[LLM]:
+        """The LLM that answers: the one given (None: none), else the index's, else `Settings.llm` (or OpenAI)."""
+        return resolve_llm(llm) if not is_default(llm) or self.llm is None else self.llm
+
+    # writing ------------------------------------------------------------------------------------
+    def insert(self, document: Document, **insert_kwargs: Any) -> None:
+        """Ingest one document through the transformations."""
+        run_sync(self.ainsert(document, **insert_kwargs))
+
+    async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
+        """Async `insert`."""
+        await self._aingest([document])
+
+    def insert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         """Write nodes that are already split (their `ref_doc_id` is their document): only the graph
         step runs on them, as `insert_nodes` skips the node parser in LlamaIndex's indices."""
-        self.transform(list(nodes))
+        run_sync(self.ainsert_nodes(nodes, **insert_kwargs))
 
-    def delete_ref_doc(self, ref_doc_id: str) -> None:
+    async def ainsert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        """Async `insert_nodes`."""
+        await self.transform.acall(list(nodes))
+
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
         """Delete a document: its passages, the relations no other passage states, the orphaned entities."""
         self.store.delete(ref_doc_id)
 
-    def refresh_ref_docs(self, documents: Sequence[Document]) -> List[bool]:
-        """Re-ingest the documents that are new or changed, and extract with the LLM the passages whose
-        LLM extraction failed before (pending); return, for each document, whether it was re-ingested.
+    async def adelete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
+        """Async `delete_ref_doc`."""
+        await self.store.adelete(ref_doc_id)
 
-        A document is unchanged when the transformations before the graph step (the splitter) give
-        exactly the passages stored for it (`passage_id(ref_doc_id, text)`) and every stored passage
-        records the document's current hash (`source_node.hash`, so that metadata changes, triplets
-        included, count too). Unchanged documents are left alone: nothing is embedded or written, except
-        their pending passages (those holding the no-LLM extractor's triplets because the LLM call
-        failed), which alone are extracted again when the graph step has an LLM; their new triplets
-        replace the old (the text's links, with `text_links`, stay beside them). A changed document's
-        passages are written (every one records the document's new hash; a passage whose embedded text
-        is unchanged keeps its vector, and only new entities and relations are embedded), then the
-        stored passages its new split no longer gives are deleted: readers see the old document or the
-        new, never neither. The LLM extracts only the chunks it has not read as they are now (the
-        transform reuses a stored extraction of the same input, prompt and model). The steps before the
-        graph write run on every document to compare (cheap for a splitter; a KG extractor there runs too).
+    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> List[bool]:
+        """Re-ingest the documents that are new or changed, and extract again the passages whose LLM
+        extraction failed before (pending); return, for each document, whether anything of it was written.
+
+        A document is unchanged when the steps before the graph write (the splitter) give exactly its
+        stored passages and each records the document's current hash (`ingest.refresh`): then nothing is
+        embedded or written, except its pending passages when the graph step extracts with an LLM
+        (`LLMTripletExtractor`, whose first call goes through the LLM's open circuit breaker, so that a
+        refresh right after an outage extracts them at once); their new triplets replace the free
+        extractor's. A changed document is written over in place: a passage whose embedded text is
+        unchanged keeps its vector, only new entities and relations are embedded, the LLM extracts only
+        the chunks it has not read as they are now, and the stored passages the new split no longer gives
+        are deleted after the write: readers see the old document or the new, never neither.
         """
-        nodes_of = self._split(documents)
-        stored = self._stored([doc.doc_id for doc in documents])
-        states = [self._stored_state(doc, nodes_of.get(doc.doc_id, []), stored.get(doc.doc_id, {})) for doc in documents]
-        todo = [doc for doc, state in zip(documents, states) if state is None]
-        gone = [pid for doc in todo for pid in set(stored.get(doc.doc_id, {})) - _passage_ids(doc, nodes_of.get(doc.doc_id, []))]
-        nodes = [node for doc in todo for node in nodes_of.get(doc.doc_id, [])]
-        nodes += [
-            mark_pending(node)  # so that the transform asks the LLM again
-            for doc, pending in zip(documents, states)
-            if pending
-            for node in nodes_of.get(doc.doc_id, [])
-            if passage_id(doc.doc_id, node.get_content(MetadataMode.NONE)) in pending
-        ]
-        if nodes:
-            self.transform(nodes)
-        self.store.delete_passages(gone)
-        return [state is None or bool(state) for state in states]
+        return run_sync(self.arefresh_ref_docs(documents, **update_kwargs))
+
+    async def arefresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> List[bool]:
+        """Async `refresh_ref_docs`."""
+        plan = plan_refresh(self.store, documents, await self._asplit(documents), self.transform.extracts_with_llm)
+        if plan.nodes:
+            await self.transform.acall(plan.nodes)
+        self.store.delete_passages(plan.gone)
+        return plan.refreshed
+
+    @property
+    def ref_doc_info(self) -> Dict[str, RefDocInfo]:
+        """Each stored document's passages (their node ids) and metadata (its first passage's), read from
+        the passages' rows in Milvus: one pass over them."""
+        info: Dict[str, RefDocInfo] = {}
+        for page in self.store.collections.pages(PASSAGES, [*PASSAGE_FIELDS, "doc_id"]):
+            for row in page:
+                node = metadata_dict_to_node(row, text=row["text"])
+                document = info.setdefault(row["doc_id"], RefDocInfo(metadata=dict(node.metadata)))
+                document.node_ids.append(node.node_id)
+        return info
+
+    # BaseIndex's hooks: Milvus holds the passages, so no docstore copy is written
+    def build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> IndexLPG:
+        return self._build_index_from_nodes(nodes, **build_kwargs)
+
+    def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> IndexLPG:
+        self.insert_nodes(nodes)
+        return IndexLPG()
+
+    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        self.insert_nodes(nodes)
+
+    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
+        raise NotImplementedError("GraphRAGIndex deletes whole documents: delete_ref_doc(ref_doc_id), or "
+                                  "refresh_ref_docs to re-ingest a changed one in place")
 
     # helpers ------------------------------------------------------------------------------------
-    def _run(self, documents: Sequence[Document]) -> None:
-        """Run the transformations with no cache: a cache hit would skip the graph write (the transform
-        writes to the store as a side effect), e.g. when a deleted document is ingested again."""
-        pipeline = IngestionPipeline(transformations=self.transformations, disable_cache=True)
-        pipeline.run(documents=self._excluding_triplets(documents), show_progress=self.show_progress)
+    async def _aingest(self, documents: Sequence[Document]) -> None:
+        """Split the documents with the steps before the graph write, then write the graph."""
+        await self.ainsert_nodes(await self._asplit(documents))
 
-    def _split(self, documents: Sequence[Document]) -> Dict[str, List[BaseNode]]:
-        """The nodes the steps before the graph write give, by document id."""
-        pipeline = IngestionPipeline(transformations=self.transformations[:-1], disable_cache=True)
-        by_doc: Dict[str, List[BaseNode]] = defaultdict(list)
-        for node in pipeline.run(documents=self._excluding_triplets(documents), show_progress=self.show_progress):
-            by_doc[_document_of(node)].append(node)
-        return by_doc
+    async def _asplit(self, documents: Sequence[Document]) -> List[BaseNode]:
+        """The nodes the steps before the graph write give (the splitter)."""
+        documents = self._excluding_triplets(documents)
+        return await arun_transformations(documents, self._transformations, show_progress=self._show_progress)
 
     def _excluding_triplets(self, documents: Sequence[Document]) -> List[Document]:
         """The documents, their triplets key marked as no text (excluded from embedding and LLM context)
@@ -236,40 +305,42 @@ class GraphRAGIndex:
             exclude_from_content(document, self.transform.triplets_key)
         return list(documents)
 
-    def _stored(self, document_ids: Sequence[str]) -> Dict[str, Dict[str, BaseNode]]:
-        """The documents' stored passages as nodes, by document id, then passage id (batched reads)."""
-        pids = self.store.documents_passage_ids(document_ids)
-        nodes = self.store.get_passages([p for found in pids.values() for p in found])
-        return {doc: {p: nodes[p] for p in found if p in nodes} for doc, found in pids.items()}
-
-    def _stored_state(self, document: Document, nodes: Sequence[BaseNode], stored: Dict[str, BaseNode]) -> Optional[Set[str]]:
-        """None when the document is new or changed (see `refresh_ref_docs`); else the ids of its pending
-        passages to extract again (none unless the graph step extracts with an LLM). `stored`: its stored
-        passages' nodes by passage id."""
-        if not stored or set(stored) != _passage_ids(document, nodes):
-            return None
-        pending = set()
-        for pid, node in stored.items():
-            source = node.source_node
-            if source is not None and source.hash and source.hash != document.hash:
-                return None
-            if is_pending(node):
-                pending.add(pid)
-        return pending if self.transform.extracts_with_llm else set()
-
     def __repr__(self) -> str:
         return f"GraphRAGIndex(store={self.store!r}, llm={type(self.llm).__name__ if self.llm else None})"
 
 
-def _passage_ids(document: Document, nodes: Sequence[BaseNode]) -> Set[str]:
-    """The ids of the passages a document's split (`nodes`) gives (the store skips nodes with no text)."""
-    texts = [node.get_content(MetadataMode.NONE) for node in nodes]
-    return {passage_id(document.doc_id, text) for text in texts if text.strip()}
+def _graph_step(
+    steps: List[TransformComponent], store: Optional[MilvusGraphStore], extractor: Optional[TransformComponent]
+) -> GraphRAGTransform:
+    """The graph write: the `GraphRAGTransform` ending `steps` (popped), else one writing to `store`."""
+    if steps and isinstance(steps[-1], GraphRAGTransform):
+        transform = steps.pop()
+        if store is not None and transform.store is not store:
+            raise ValueError("The GraphRAGTransform of transformations writes to another store.")
+        if extractor is not None:
+            raise ValueError("extractor= configures the GraphRAGTransform the index adds: set it on yours.")
+    else:
+        transform = GraphRAGTransform(store=store or MilvusGraphStore(), extractor=extractor)
+    if any(isinstance(step, GraphRAGTransform) for step in steps):
+        raise ValueError("A GraphRAGTransform must be the last transformation: it writes the graph.")
+    return transform
 
 
-def _document_of(node: BaseNode) -> str:
-    """The document a node belongs to, as the store records it (a Document ingested as is is its own)."""
-    return node.ref_doc_id or node.node_id
+def _chat_engine(mode: ChatMode, retriever: GraphRAGRetriever, llm: LLM, kwargs: Dict[str, Any]) -> BaseChatEngine:
+    """LlamaIndex's chat engine of `mode` over the retriever (as `BaseIndex.as_chat_engine` builds it)."""
+    from llama_index.core import chat_engine
+
+    if mode in (ChatMode.BEST, ChatMode.CONDENSE_PLUS_CONTEXT):
+        return chat_engine.CondensePlusContextChatEngine.from_defaults(retriever, llm=llm, **kwargs)
+    if mode == ChatMode.CONTEXT:
+        return chat_engine.ContextChatEngine.from_defaults(retriever, llm=llm, **kwargs)
+    if mode == ChatMode.CONDENSE_QUESTION:
+        engine = RetrieverQueryEngine.from_args(retriever, llm=llm)
+        return chat_engine.CondenseQuestionChatEngine.from_defaults(engine, llm=llm, **kwargs)
+    if mode == ChatMode.SIMPLE:
+        return chat_engine.SimpleChatEngine.from_defaults(llm=llm, **kwargs)
+    raise ValueError(f"chat_mode {mode!r} is not offered: use one of best, condense_plus_context, context, "
+                     "condense_question, simple (or an agent around a QueryEngineTool of as_query_engine())")
 
 
 def _passages_only(llm: LLM, kwargs: Dict[str, Any]) -> BaseSynthesizer:
@@ -292,4 +363,3 @@ def _passages_only(llm: LLM, kwargs: Dict[str, Any]) -> BaseSynthesizer:
     synthesizer = ContextOnly if mode == ResponseMode.CONTEXT_ONLY else NoText
     streaming = kwargs.pop("streaming", False)
     return synthesizer(llm=llm, callback_manager=kwargs.get("callback_manager"), streaming=streaming)
-

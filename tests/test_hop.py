@@ -108,7 +108,7 @@ def test_the_retrievers_hub_fraction_reaches_the_hop(make_store):
     question = "Where is the press that published Grace Krilanovich's The Orange Eats Creeps?"
 
     def hop(**kwargs):
-        run = GraphRAGRetriever(store=store, similarity_top_k=3, reranker=HopRanker(), **kwargs).trace(question)
+        run = GraphRAGRetriever(store=store, similarity_top_k=3, ranker=HopRanker(), **kwargs).trace(question)
         return [n.node.node_id for n in run.nodes]
 
     assert hop() == ["grace"]  # nothing to hop to
@@ -140,7 +140,7 @@ def test_the_hop_ranks_the_passage_the_top_passage_names_second(make_store):
     store = make_store()
     pid = stored(store)
     question = "Where is the press that published Grace Krilanovich's The Orange Eats Creeps?"
-    run = GraphRAGRetriever(store=store, similarity_top_k=3, reranker=HopRanker()).trace(question)
+    run = GraphRAGRetriever(store=store, similarity_top_k=3, ranker=HopRanker()).trace(question)
     assert run.dense[0][0] == pid["grace"] and [p for p, _ in run.dense].index(pid["radio"]) == 2  # dense: last
     assert [n.node.node_id for n in run.nodes][:2] == ["grace", "radio"]
 

@@ -10,7 +10,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import Document
 
-from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, Triplet
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGRetriever, GraphRAGTransform, LLMTripletExtractor, Triplet
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import ANSWER_DOC_ID, EULER_QUESTION, bernoulli_documents
 from llama_index_graphrag_milvus.llm.prompts import TRIPLET_EXTRACT_PROMPT
@@ -90,8 +90,11 @@ def test_query_engine_with_no_llm_returns_the_passages_offline(index, caplog):
 
 
 def test_transformations_end_with_the_given_graph_transform(index):
-    transform = GraphRAGTransform(store=index.store, num_workers=1)
+    transform = GraphRAGTransform(store=index.store)
     assert GraphRAGIndex(store=index.store, transformations=[transform]).transform is transform
+    assert GraphRAGIndex(transformations=[transform]).store is index.store
+    with pytest.raises(ValueError, match="set it on yours"):
+        GraphRAGIndex(store=index.store, transformations=[transform], extractor=LLMTripletExtractor(llm=graph_llm([], [])))
     with pytest.raises(ValueError, match="last"):
         GraphRAGIndex(store=index.store, transformations=[transform, SentenceSplitter()])
     with pytest.raises(TypeError, match="new store"):
@@ -103,10 +106,13 @@ def test_reopen_an_existing_store(make_store, tmp_path):
     GraphRAGIndex.from_documents(bernoulli_documents(), store=store)
     store.close()
 
-    reopened = GraphRAGIndex(store=make_store(uri=str(tmp_path / "graph.db")))
+    reopened = GraphRAGIndex.from_existing(store=make_store(uri=str(tmp_path / "graph.db")))
 
     assert reopened.store.count()["passages"] == 5
     assert doc_ids(reopened.as_retriever().retrieve("What did Daniel Bernoulli write?"))[0] == ANSWER_DOC_ID
+    assert GraphRAGIndex(store=reopened.store).store.count()["passages"] == 5  # the constructor reopens too
+    with pytest.raises(TypeError, match="store=...|from_existing"):
+        GraphRAGIndex(reopened.store)
 
 
 def test_insert_delete_and_refresh(make_store):
@@ -216,9 +222,14 @@ CHUNKS = ["Ada Lovelace wrote the first program.", "Charles Babbage designed the
 
 
 def llm_index(store, llm, text, **metadata):
-    steps = [SentenceSplitter(chunk_size=12, chunk_overlap=0), GraphRAGTransform(store=store, llm=llm, num_workers=1)]
+    """The document split in three chunks, their triplets extracted by `llm` (None: the free extractor)."""
+    extractor = LLMTripletExtractor(llm=llm, num_workers=1) if llm is not None else None
     return GraphRAGIndex.from_documents([Document(id_="doc", text=text, metadata=metadata)], store=store, llm=llm,
-                                        transformations=steps)
+                                        extractor=extractor, transformations=[SentenceSplitter(chunk_size=12, chunk_overlap=0)])
+
+
+def llm_transform(store, llm, **options):
+    return GraphRAGTransform(store=store, extractor=LLMTripletExtractor(llm=llm, num_workers=1, **options))
 
 
 def stored_triplets(store):
@@ -261,13 +272,13 @@ def test_another_prompt_or_a_store_built_without_the_llm_is_asked_again(make_sto
     domain = PromptTemplate(TRIPLET_EXTRACT_PROMPT.template + "\nDomain: {domain}")
     for calls, prompt in ((6, domain.partial_format(domain="medicine")), (9, domain.partial_format(domain="law")),
                           (9, domain.partial_format(domain="law"))):
-        GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=prompt)(split())
+        llm_transform(store, llm, extract_prompt=prompt)(split())
         assert len(llm.prompts) == calls
     llm.system_prompt = "Answer tersely."
-    GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=domain.partial_format(domain="law"))(split())
+    llm_transform(store, llm, extract_prompt=domain.partial_format(domain="law"))(split())
     assert len(llm.prompts) == 12
-    GraphRAGTransform(store=store, llm=llm, num_workers=1, extract_prompt=domain.partial_format(domain="law"),
-                      max_triplets_per_node=1)(split())  # a cap the prompt does not show
+    llm_transform(store, llm, extract_prompt=domain.partial_format(domain="law"),
+                  max_triplets_per_node=1)(split())  # a cap the prompt does not show
     assert len(llm.prompts) == 15 and all(len(t) == 1 for t in stored_triplets(store).values())
 
 
@@ -275,7 +286,7 @@ def test_chunks_given_again_with_their_llm_triplets_keep_them_all(make_store):
     """A chunk carrying the LLM's triplets (the same node objects ingested again) keeps those in names it
     does not state: only a document's inherited triplets are narrowed to the names a chunk states."""
     llm, store = extraction_llm(), make_store()
-    transform = GraphRAGTransform(store=store, llm=llm, num_workers=1)
+    transform = llm_transform(store, llm)
     nodes = SentenceSplitter(chunk_size=12, chunk_overlap=0)([Document(id_="doc", text="\n\n".join(CHUNKS))])
     transform(nodes)
     before, counts = stored_triplets(store), store.count()
@@ -283,3 +294,20 @@ def test_chunks_given_again_with_their_llm_triplets_keep_them_all(make_store):
     assert len(llm.prompts) == 3
     assert stored_triplets(store) == before and store.count() == counts
     assert all(len(triplets) == 2 for triplets in before.values())
+
+
+def test_the_free_graph_warns_once_when_it_finds_little_to_link(make_store, tmp_path, caplog):
+    nameless = [Document(id_=f"n{i}", text=f"the weather was mild all week and nothing happened, day {i}.") for i in range(4)]
+    with caplog.at_level(logging.INFO, logger="llama_index_graphrag_milvus"):
+        GraphRAGIndex.from_documents(bernoulli_documents(), store=make_store())  # triplets given
+        GraphRAGIndex.from_documents([Document(id_=d.id_, text=d.text) for d in bernoulli_documents()],
+                                     store=make_store(uri=str(tmp_path / "text.db")))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # names and titles: plenty to link
+    assert "5 of 5 nodes carry no triplets; CooccurrenceExtractor gave" in caplog.text
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="llama_index_graphrag_milvus"):
+        GraphRAGIndex.from_documents(nameless + bernoulli_documents()[:1], store=make_store(uri=str(tmp_path / "nameless.db")))
+    [warning] = [r.getMessage() for r in caplog.records if r.name.endswith("transform")]
+    assert "0 relations for 4 passages, little to link" in warning
+    assert "extractor=LLMTripletExtractor(llm=...)" in warning

@@ -12,9 +12,9 @@ import llama_index_graphrag_milvus as package
 PACKAGE = Path(package.__file__).resolve().parent
 
 PUBLIC = [
-    "CooccurrenceExtractor", "ExcludeTriplets", "Explanation", "Graph", "GraphRAGIndex", "GraphRAGRetriever",
-    "GraphRAGTransform", "GraphStoreError", "MilvusGraphStore", "MilvusPropertyGraphStore", "Retrieval",
-    "ScoredRelation", "Triplet",
+    "CooccurrenceExtractor", "Explanation", "GraphRAGIndex", "GraphRAGRetriever", "GraphRAGSubRetriever",
+    "GraphRAGTransform", "GraphStoreError", "LLMTripletExtractor", "MilvusGraphStore", "MilvusPropertyGraphStore",
+    "Retrieval", "ScoredRelation", "Triplet",
 ]
 
 #: Module paths README names, with a name each must give.

@@ -1,5 +1,6 @@
-"""An LLM outage costs seconds and loses no graph (issue 20), through the real OpenAI client pointed at a
-local OpenAI-compatible stub whose chat endpoint answers 500 until the test brings it back.
+"""An LLM outage costs seconds and loses no graph, and the ingest calls no LLM unless asked, through the
+real OpenAI client pointed at a local OpenAI-compatible stub whose chat endpoint answers 500 until the
+test brings it back.
 
 Calls are counted at the stub; the circuit breaker's cooldown runs on a fake clock, so nothing sleeps.
 """
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Dict, List, Optional
 
 import pytest
+from llama_index.core import Settings
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import Document, MetadataMode, TextNode
 from llama_index.llms.openai import OpenAI
@@ -24,6 +26,7 @@ from llama_index_graphrag_milvus import (
     GraphRAGIndex,
     GraphRAGRetriever,
     GraphRAGTransform,
+    LLMTripletExtractor,
     MilvusGraphStore,
     cli,
 )
@@ -174,7 +177,7 @@ def ranked(run) -> tuple:
 @pytest.fixture
 def bernoulli_store(make_store):
     store = make_store()
-    GraphRAGTransform(store=store, llm=None)(bernoulli_documents())  # triplets given: no LLM call
+    GraphRAGTransform(store=store)(bernoulli_documents())  # triplets given: no LLM call
     return store
 
 
@@ -286,8 +289,13 @@ def with_text_links(document: Document) -> List[List[str]]:
     return sorted(by_llm(document) + [t for t in cooccurrence(document) if t not in by_llm(document)])
 
 
+def extracting(store: MilvusGraphStore, llm: OpenAI) -> GraphRAGTransform:
+    """The graph step, extracting with the LLM one call at a time (so that calls come in order)."""
+    return GraphRAGTransform(store=store, extractor=LLMTripletExtractor(llm=llm, num_workers=1))
+
+
 def steps(store: MilvusGraphStore, llm: OpenAI) -> list:
-    return [SentenceSplitter(), GraphRAGTransform(store=store, llm=llm, num_workers=1)]
+    return [SentenceSplitter(), extracting(store, llm)]
 
 
 def index_on(store: MilvusGraphStore, llm: OpenAI, documents: Optional[List[Document]] = None) -> GraphRAGIndex:
@@ -350,7 +358,7 @@ def test_an_ingest_with_the_llm_down_builds_the_no_llm_graph_and_a_refresh_compl
 def test_stats_says_how_many_passages_are_pending(make_store, tmp_path, stub, clock, capsys):
     uri = str(tmp_path / "stats.db")
     store = make_store(uri=uri)
-    GraphRAGTransform(store=store, llm=openai(stub, LLMGuard(clock=clock)))([TextNode(id_=d.doc_id, text=d.text) for d in raw_documents()[:2]])
+    extracting(store, openai(stub, LLMGuard(clock=clock)))([TextNode(id_=d.doc_id, text=d.text) for d in raw_documents()[:2]])
     expected = {**store.count(), "pending_extraction": 2}
     store.close()
     assert stats(uri, capsys) == expected
@@ -363,7 +371,7 @@ def test_ingesting_the_same_nodes_again_extracts_only_the_pending_ones(make_stor
     nodes = [TextNode(id_=d.doc_id, text=d.text) for d in documents]
     llm = openai(stub, LLMGuard(failures=2, cooldown=30, clock=clock))
     store = make_store()
-    transform = GraphRAGTransform(store=store, llm=llm, num_workers=1)
+    transform = extracting(store, llm)
 
     def ingest(batch):
         return transform(batch) if run == "sync" else asyncio.run(transform.acall(batch))
@@ -439,7 +447,49 @@ def test_an_unusable_extraction_answer_gets_the_no_llm_graph_but_is_not_pending(
 def test_pending_is_kept_out_of_the_embedded_text_and_the_llm_context(make_store, stub, clock):
     node = TextNode(id_="n", text=raw_documents()[0].text)
     store = make_store()
-    GraphRAGTransform(store=store, llm=openai(stub, LLMGuard(clock=clock)))([node])
+    extracting(store, openai(stub, LLMGuard(clock=clock)))([node])
     assert node.metadata[PENDING_KEY] is True
     assert PENDING_KEY not in node.get_content(MetadataMode.EMBED)
     assert PENDING_KEY not in node.get_content(MetadataMode.LLM)
+
+
+def test_the_llm_back_within_a_second_one_refresh_extracts_every_pending_passage(make_store, stub, clock):
+    """The breaker opened at the ingest (cooldown 30 s, on a clock that does not move): the refresh, an
+    explicit ingest, lets its first call through as a probe; a retrieval in between does not probe."""
+    documents, store = raw_documents(), make_store()
+    llm = openai(stub, LLMGuard(clock=clock))
+    index = index_on(store, llm, documents)
+    assert stub.calls == ["extraction"] and count_pending(store) == 8  # the first call failed: no other
+    assert guard_of(llm).is_open
+
+    stub.up = True
+    GraphRAGRetriever(store=store, llm=llm).trace(EULER_QUESTION)
+    assert stub.calls == ["extraction"]  # a retrieval waits out the cooldown: no call
+    assert index.refresh_ref_docs(documents) == [True] * 8
+    assert stub.calls == ["extraction"] * 9 and count_pending(store) == 0
+    assert all(graph["pending"] is False and graph["triplets"] == by_llm(doc)
+               for doc, graph in zip(documents, stored(store, documents).values()))
+    assert guard_of(llm).answering
+
+
+# the ingest calls no LLM unless asked ---------------------------------------------------------
+def test_with_an_openai_key_the_ingest_makes_no_chat_call_unless_llm_extraction_is_asked(make_store, tmp_path, stub, monkeypatch):
+    _warm_up(stub)
+    stub.up = True
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the default LLM: OpenAI, the real client, on the stub
+    monkeypatch.setenv("OPENAI_API_BASE", stub.url)
+    saved, Settings._llm = Settings._llm, None
+    try:
+        documents = raw_documents()[:4] + bernoulli_documents()[:2]  # 4 raw texts, 2 carrying triplets
+        index = GraphRAGIndex.from_documents(documents, store=make_store())
+        assert isinstance(index.llm, OpenAI) and stub.calls == []  # the free graph
+        assert index.store.count()["relations"] > 0
+        index.as_retriever().retrieve(EULER_QUESTION)
+        assert stub.calls == ["ner", "rerank"]  # the LLM keeps its query-time jobs
+
+        stub.calls.clear()
+        store = make_store(uri=str(tmp_path / "extracted.db"))
+        GraphRAGIndex.from_documents(documents, store=store, extractor=LLMTripletExtractor())
+        assert stub.calls == ["extraction"] * 4  # one per chunk without triplets
+    finally:
+        Settings._llm = saved

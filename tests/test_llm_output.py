@@ -1,5 +1,6 @@
 """Untrusted LLM output: fenced JSON, invalid JSON, ids never offered, answers of the wrong shape."""
 
+import asyncio
 import json
 import logging
 
@@ -57,7 +58,7 @@ def test_rerank_keeps_the_llms_order_and_only_offered_ids():
 def test_unusable_rerank_answers_choose_nothing_with_a_warning(bad, caplog):
     llm = ScriptedLLM(script=lambda prompt: bad, prompts=[])
     with caplog.at_level(logging.WARNING):
-        result = llm_rerank(llm, RERANK_PROMPT, "q", candidates(), 2)
+        result = asyncio.run(llm_rerank(llm, RERANK_PROMPT, "q", candidates(), 2))
     assert result.relations == [] and not result.by_llm  # the ranking without the LLM stands
     assert "the ranking without it stands" in caplog.text
 
@@ -67,14 +68,14 @@ def test_an_llm_that_raises_chooses_nothing_too(caplog):
         raise TimeoutError("LLM timed out")
 
     with caplog.at_level(logging.WARNING):
-        result = llm_rerank(ScriptedLLM(script=boom, prompts=[]), RERANK_PROMPT, "q", candidates(), 1)
+        result = asyncio.run(llm_rerank(ScriptedLLM(script=boom, prompts=[]), RERANK_PROMPT, "q", candidates(), 1))
     assert result.relations == [] and not result.by_llm
     assert "LLM timed out" in caplog.text
 
 
 def test_the_prompt_offers_numbered_lines_and_the_question():
     llm = ScriptedLLM(script=lambda prompt: answer(["[2] b p o"]), prompts=[])
-    llm_rerank(llm, RERANK_PROMPT, "who is b?", candidates(), 1)
+    asyncio.run(llm_rerank(llm, RERANK_PROMPT, "who is b?", candidates(), 1))
     task = llm.prompts[0].split("Now the real task.")[1]
     assert "Question: who is b?" in task
     assert "[1] a p o\n[2] b p o\n[3] c p o\n[4] d p o" in task

@@ -1,5 +1,6 @@
 """Tolerant but strict parsing of LLM answers: fences and prose around JSON, rerank ids in every form."""
 
+import asyncio
 import builtins
 import json
 import time
@@ -138,7 +139,7 @@ def test_nothing_is_filled_in_by_similarity():
 def test_a_rerank_answer_wrapped_in_prose_and_a_fence_is_used():
     answer = 'Let me think.\n```json\n{"thought_process": "b then c", "useful_relationships": ["[2] b p o", "[3] c p o"]}\n```\nDone.'
     llm = ScriptedLLM(script=lambda prompt: answer, prompts=[])
-    result = llm_rerank(llm, RERANK_PROMPT, "q", candidates(), 2)
+    result = asyncio.run(llm_rerank(llm, RERANK_PROMPT, "q", candidates(), 2))
     assert result.by_llm and subjects(result) == ["b", "c"] and result.thought_process == "b then c"
 
 

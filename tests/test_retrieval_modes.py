@@ -22,7 +22,7 @@ def test_vector_cache_and_milvus_search_give_the_same_passages(make_store, tmp_p
     for store in (cached, direct):
         GraphRAGTransform(store=store)(bernoulli_documents())
     for question in QUESTIONS:
-        runs = [GraphRAGRetriever(store=s, similarity_top_k=3, reranker=reranker).trace(question) for s in (cached, direct)]
+        runs = [GraphRAGRetriever(store=s, similarity_top_k=3, ranker=reranker).trace(question) for s in (cached, direct)]
         assert [n.node.node_id for n in runs[0].nodes] == [n.node.node_id for n in runs[1].nodes]
         assert [n.score for n in runs[0].nodes] == pytest.approx([n.score for n in runs[1].nodes], abs=1e-4)
         assert [str(r) for r in runs[0].chosen] == [str(r) for r in runs[1].chosen]

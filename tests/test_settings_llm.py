@@ -1,16 +1,18 @@
 """`llm=` follows LlamaIndex's conventions: the LLM given, else `Settings.llm` (or OpenAI with a key), and
-`llm=None` for no LLM. A scripted LLM stands in for `Settings.llm`; OpenAI is only ever built, never called."""
+`llm=None` for no LLM; it works at query time, and the ingest calls it only when `LLMTripletExtractor` is
+asked for. A scripted LLM stands in for `Settings.llm`; OpenAI is only ever built, never called."""
 
 import json
 import pickle
 import re
+import warnings
 from typing import List
 
 import pytest
 from llama_index.core import Settings
 from llama_index.core.schema import Document, TextNode
 
-from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, Triplet
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform, LLMTripletExtractor, Triplet
 from llama_index_graphrag_milvus.examples import bernoulli_documents
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, resolve_llm
 
@@ -60,31 +62,39 @@ def settings_llm():
     return llm
 
 
-def test_the_default_is_settings_llm_and_extracts_the_triplets(settings_llm, make_store):
+def test_settings_llm_works_at_query_time_and_the_ingest_calls_no_llm(settings_llm, make_store):
     assert resolve_llm() is settings_llm and resolve_llm(DEFAULT) is settings_llm
     store = make_store()
 
     index = GraphRAGIndex.from_documents(plain_documents(), store=store)
 
-    assert index.llm is settings_llm and index.transform.llm is settings_llm
-    assert kinds(settings_llm.prompts) == ["extract"] * 5  # one call per node without triplets
-    assert store.describe([Triplet("Daniel Bernoulli", "appears in", "Basel").id])
-    built = index.transform.built
-    assert built["LLM"] == {"passages": 5, "triplets": 5} and set(built) == {"LLM", "text links"}
-    assert store.count()["relations"] == 5 + built["text links"]["triplets"]  # and the text's own links
-
-    settings_llm.prompts.clear()
+    assert index.llm is settings_llm and settings_llm.prompts == []  # the free graph, whatever LLM is set
+    assert set(index.transform.built) == {"CooccurrenceExtractor"} and store.count()["relations"] > 0
     assert index.as_retriever().llm is settings_llm
     index.as_retriever(similarity_top_k=2).retrieve("What did Daniel Bernoulli write in Basel?")
     assert kinds(settings_llm.prompts) == ["ner", "rerank"]  # 2 LLM calls per query
 
 
-def test_the_transform_alone_follows_settings_llm_and_skips_empty_nodes(settings_llm, make_store):
+def test_llm_extraction_is_asked_for_and_follows_settings_llm(settings_llm, make_store):
     store = make_store()
-    transform = GraphRAGTransform(store=store)
-    assert transform.llm is settings_llm
 
+    index = GraphRAGIndex.from_documents(plain_documents(), store=store, extractor=LLMTripletExtractor())
+
+    assert kinds(settings_llm.prompts) == ["extract"] * 5  # one call per node without triplets
+    assert index.transform.extractor.llm is settings_llm
+    assert store.describe([Triplet("Daniel Bernoulli", "appears in", "Basel").id])
+    built = index.transform.built
+    assert built["LLMTripletExtractor"] == {"passages": 5, "triplets": 5} and set(built) == {"LLMTripletExtractor", "text links"}
+    assert store.count()["relations"] == 5 + built["text links"]["triplets"]  # and the text's own links
+
+
+def test_the_transform_alone_extracts_with_an_llm_only_when_asked_and_skips_empty_nodes(settings_llm, make_store):
+    store = make_store()
     given = TextNode(id_="given", text="Ann met Bo.", metadata={"triplets": [["Ann", "met", "Bo"]]})
+    GraphRAGTransform(store=store)([TextNode(id_="free", text="Dora Maar lived here.")])
+    assert settings_llm.prompts == []
+
+    transform = GraphRAGTransform(store=store, extractor=LLMTripletExtractor(llm=settings_llm))
     transform([given, TextNode(id_="empty", text="  "), TextNode(id_="plain", text="Carl Zeiss lived here.")])
 
     assert kinds(settings_llm.prompts) == ["extract"]  # neither the given triplets nor the empty node
@@ -95,12 +105,24 @@ def test_the_transform_alone_follows_settings_llm_and_skips_empty_nodes(settings
         pickle.dumps(transform)
 
 
+def test_the_transforms_old_llm_argument_still_extracts_for_one_release_with_a_warning(settings_llm, make_store):
+    store = make_store()
+    with pytest.warns(FutureWarning, match=r"extractor=LLMTripletExtractor\(llm=\.\.\."):
+        transform = GraphRAGTransform(store=store, llm=settings_llm, num_workers=1, max_triplets_per_node=5)
+    assert isinstance(transform.extractor, LLMTripletExtractor) and transform.extractor.llm is settings_llm
+    assert (transform.extractor.num_workers, transform.extractor.max_triplets_per_node) == (1, 5)
+    transform([TextNode(id_="plain", text="Carl Zeiss lived here.")])
+    assert kinds(settings_llm.prompts) == ["extract"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert GraphRAGTransform(store=store, llm=None).extractor is None  # the default: no warning
+
+
 def test_llm_none_makes_no_llm_call_with_settings_llm_set(settings_llm, make_store):
     store = make_store()
 
     index = GraphRAGIndex.from_documents(plain_documents(), store=store, llm=None)
-    assert index.llm is None and index.transform.llm is None
-    assert GraphRAGTransform(store=store, llm=None).llm is None
+    assert index.llm is None
     assert "CooccurrenceExtractor" in index.transform.built
     retriever = index.as_retriever()
     assert retriever.llm is None
@@ -119,7 +141,9 @@ def test_settings_llm_none_is_no_llm(make_store):
     Settings.llm = None  # LlamaIndex makes it a MockLLM
     assert Settings._llm is not None
     assert resolve_llm() is None
-    assert GraphRAGTransform(store=make_store()).llm is None
+    assert GraphRAGIndex(store=make_store()).llm is None
+    with pytest.raises(ValueError, match="LLMTripletExtractor needs an LLM"):
+        LLMTripletExtractor()
 
 
 def test_no_settings_and_no_key_is_no_llm_and_builds_nothing(make_store):
@@ -155,6 +179,8 @@ def test_a_model_name_or_a_class_is_refused_with_the_fix(make_store):
     store = make_store()
     with pytest.raises(TypeError, match="pass an LLM object"):
         GraphRAGTransform(store=store, llm="gpt-4o")
+    with pytest.raises(TypeError, match="pass an LLM object"):
+        LLMTripletExtractor(llm="gpt-4o")
     with pytest.raises(TypeError, match="pass an LLM object"):
         GraphRAGIndex(store=store, llm="gpt-4o")
 

@@ -7,7 +7,8 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 
-from llama_index_graphrag_milvus import ExcludeTriplets, GraphRAGIndex, GraphRAGTransform
+from llama_index_graphrag_milvus import GraphRAGIndex, GraphRAGTransform
+from llama_index_graphrag_milvus.ingest.extract import ExcludeTriplets
 from llama_index_graphrag_milvus.examples import bernoulli_documents
 from llama_index_graphrag_milvus.ingest.extract import given_triplets
 

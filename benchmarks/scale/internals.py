@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 import numpy as np
 import scipy.sparse as sp
 
-from llama_index_graphrag_milvus import Graph, MilvusGraphStore
+from llama_index_graphrag_milvus import MilvusGraphStore
+from llama_index_graphrag_milvus.graph.sparse import Graph
 from llama_index_graphrag_milvus import store as store_module
 from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.graph.walk import GraphAdjacency, expand_from_entities, expand_from_relations

@@ -182,7 +182,7 @@ def _ingest(store: Any, dataset: Dataset, extractor: Any, text_links: bool = Tru
     from llama_index_graphrag_milvus import GraphRAGTransform
 
     start = time.perf_counter()
-    transform = GraphRAGTransform(store=store, llm=None, extractor=extractor, text_links=text_links)  # never Settings.llm
+    transform = GraphRAGTransform(store=store, extractor=extractor, text_links=text_links)
     transform(dataset.nodes)
     return transform.built, time.perf_counter() - start
 
@@ -216,11 +216,11 @@ def _measure(
 
 DEFAULT_METHODS: Dict[str, Dict[str, Any]] = {
     "graphrag": {},  # the default no-LLM retriever: PPR, chain, hop and topic, fused
-    "graphrag_ppr": {"reranker": "ppr"},  # each ranking of the fusion alone
-    "graphrag_chain": {"reranker": "chain"},
-    "graphrag_hop": {"reranker": "hop"},
-    "graphrag_topic": {"reranker": "topic"},
-    "graphrag_similarity": {"reranker": "similarity"},
+    "graphrag_ppr": {"ranker": "ppr"},  # each ranking of the fusion alone
+    "graphrag_chain": {"ranker": "chain"},
+    "graphrag_hop": {"ranker": "hop"},
+    "graphrag_topic": {"ranker": "topic"},
+    "graphrag_similarity": {"ranker": "similarity"},
     "graphrag_no_synonyms": {"use_synonyms": False},
 }
 

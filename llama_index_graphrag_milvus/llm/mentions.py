@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Any, Callable, List, NamedTuple, Optional
@@ -88,69 +87,34 @@ class QuestionMentions(NamedTuple):
     llm_failed: bool = False
 
 
-def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
+async def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
     """The entities an LLM names in `query`: none when its answer is unusable (with a warning), None when
     the call failed or was not made (`llm.guard`: a deadline, and a circuit breaker after failures)."""
     answer: Optional[str] = None
     try:
-        answer = guard_of(llm).call("ner", lambda: llm.predict(prompt, query_str=query))
+        answer = await guard_of(llm).call("ner", lambda: llm.predict(prompt, query_str=query))
         return read_mentions(answer)
     except LLMUnavailable as exc:
-        return _unavailable(exc)
+        logger.log(
+            logging.DEBUG if exc.skipped else logging.WARNING,
+            "LLM NER gave no answer (%s); the known entity names in the question stand, and the LLM rerank of "
+            "this question is skipped (the graph ranking stands).", exc,
+        )
+        return None
     except Exception as exc:
-        return _fallback(exc, answer)
+        logger.warning("LLM NER unusable (%s); the known entity names in the question stand. Answer: %.300r", exc, answer)
+        return []
 
 
-async def allm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
-    """Async `llm_mentions`."""
-    answer: Optional[str] = None
-    try:
-        answer = await guard_of(llm).acall("ner", lambda: llm.apredict(prompt, query_str=query))
-        return read_mentions(answer)
-    except LLMUnavailable as exc:
-        return _unavailable(exc)
-    except Exception as exc:
-        return _fallback(exc, answer)
-
-
-def question_mentions(query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate) -> QuestionMentions:
-    """The entities a question names: with an LLM, its names first, then the known names it missed (they
-    cost nothing); without one, or when its call failed, the known names."""
-    known = known_names(query, is_known)
-    return known_or_merged(known, None if llm is None else llm_mentions(llm, prompt, query), llm is not None)
-
-
-async def aquestion_mentions(
+async def question_mentions(
     query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate
 ) -> QuestionMentions:
-    """Async `question_mentions`: the known names are matched off the event loop."""
-    known = await asyncio.to_thread(known_names, query, is_known)
-    return known_or_merged(known, None if llm is None else await allm_mentions(llm, prompt, query), llm is not None)
-
-
-def known_or_merged(known: List[str], by_llm: Optional[List[str]], asked: bool) -> QuestionMentions:
-    """The known names alone when no LLM was asked or its call failed (exactly what `llm=None` gives);
-    else the LLM's names merged with them."""
+    """The entities a question names: with an LLM, its names first, then the known names it missed (they
+    cost nothing); without one, or when its call failed, the known names alone (exactly what `llm=None`
+    gives)."""
+    known = known_names(query, is_known)
+    by_llm = None if llm is None else await llm_mentions(llm, prompt, query)
     if by_llm is None:
-        return QuestionMentions(known, llm_failed=asked)
-    return QuestionMentions(_merged(by_llm, known))
-
-
-def _merged(first: List[str], then: List[str]) -> List[str]:
-    """`first`, then the names of `then` not in it (case-insensitively)."""
-    seen = {name.lower() for name in first}
-    return (first + [name for name in then if name.lower() not in seen])[:MAX_MENTIONS]
-
-
-def _unavailable(exc: LLMUnavailable) -> None:
-    logger.log(
-        logging.DEBUG if exc.skipped else logging.WARNING,
-        "LLM NER gave no answer (%s); the known entity names in the question stand, and the LLM rerank of this "
-        "question is skipped (the graph ranking stands).", exc,
-    )
-    return None
-
-
-def _fallback(exc: Exception, answer: Any) -> List[str]:
-    logger.warning("LLM NER unusable (%s); the known entity names in the question stand. Answer: %.300r", exc, answer)
-    return []
+        return QuestionMentions(known, llm_failed=llm is not None)
+    seen = {name.lower() for name in by_llm}
+    return QuestionMentions((by_llm + [name for name in known if name.lower() not in seen])[:MAX_MENTIONS])

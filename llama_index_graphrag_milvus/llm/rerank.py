@@ -55,16 +55,7 @@ def parse_rerank_answer(
     return RerankResult(ranked, thought if isinstance(thought, str) else None, by_llm=True)
 
 
-def _fallback(exc: Exception, answer: object, candidates: Sequence[ScoredRelation], top_n: int) -> RerankResult:
-    if isinstance(exc, LLMUnavailable):
-        level = logging.DEBUG if exc.skipped else logging.WARNING
-        logger.log(level, "LLM rerank gave no answer (%s); the ranking without it stands.", exc)
-    else:
-        logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
-    return RerankResult([])
-
-
-def llm_rerank(
+async def llm_rerank(
     llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
 ) -> RerankResult:
     """Rerank with the one-shot chain-of-thought prompt."""
@@ -73,26 +64,13 @@ def llm_rerank(
     answer: object = None
     try:
         lines = format_candidates(candidates)
-        answer = guard_of(llm).call(
+        answer = await guard_of(llm).call(
             "rerank", lambda: llm.predict(prompt, query_str=query, relationships=lines, top_n=top_n)
         )
         return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
-    except Exception as exc:  # a failing or garbled LLM must not fail retrieval
-        return _fallback(exc, answer, candidates, top_n)
-
-
-async def allm_rerank(
-    llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
-) -> RerankResult:
-    """Async `llm_rerank`."""
-    if not candidates:
-        return RerankResult([])
-    answer: object = None
-    try:
-        lines = format_candidates(candidates)
-        answer = await guard_of(llm).acall(
-            "rerank", lambda: llm.apredict(prompt, query_str=query, relationships=lines, top_n=top_n)
-        )
-        return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
-    except Exception as exc:
-        return _fallback(exc, answer, candidates, top_n)
+    except LLMUnavailable as exc:
+        level = logging.DEBUG if exc.skipped else logging.WARNING
+        logger.log(level, "LLM rerank gave no answer (%s); the ranking without it stands.", exc)
+    except Exception as exc:  # a garbled answer must not fail retrieval
+        logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
+    return RerankResult([])

@@ -15,7 +15,8 @@
   other joins the fusion beside the base's rankings (`llm_trust`). An unusable answer gives the base
   ranking.
 
-A user can pass any object with `name`, `needs_context` and `rank` (and optionally `arank`).
+A user can pass any object with `name`, `needs_context` and `rank`; one that waits on an LLM writes
+its body as the async `arank`, and its `rank` runs it (`llm.guard.run_sync`), as `LLMRanker` does.
 
 May import: `backends.base` (the `Neighbourhood` read), `graph` (the pure functions), `llm`, `schema`.
 """

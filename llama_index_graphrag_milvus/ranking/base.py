@@ -3,7 +3,6 @@ protocol itself, and the reciprocal rank fusion that combines rankings (`fuse`).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Dict, List, Optional, Protocol, Sequence, Tuple
@@ -102,10 +101,12 @@ class Ranker(Protocol):
 
 
 async def arank(ranker: Ranker, task: RankTask) -> Ranking:
-    """`ranker.arank(task)` if it has one, else `rank` off the event loop."""
+    """`ranker.arank(task)` if it has one (a ranker that waits on an LLM), else `ranker.rank(task)`, here: a
+    graph ranking is Python and numpy work under the GIL, which a thread would not speed up (measured in
+    `benchmarks/serving.py`)."""
     if hasattr(ranker, "arank"):
         return await ranker.arank(task)  # type: ignore[attr-defined]
-    return await asyncio.to_thread(ranker.rank, task)
+    return ranker.rank(task)
 
 
 def chosen_relations(via: Dict[str, List[Scored]], passages: List[Tuple[str, float]], n: int) -> List[Scored]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, arank, chosen_relations, fuse
+from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, chosen_relations, fuse
 from llama_index_graphrag_milvus.ranking.chain import ChainRanker
 from llama_index_graphrag_milvus.ranking.hop import HopRanker
 from llama_index_graphrag_milvus.ranking.ppr import PPRRanker
@@ -43,12 +43,7 @@ class FusedRanker:
         return any(r.needs_context for r in self.rankers)
 
     def rank(self, task: RankTask) -> Ranking:
-        return self._fuse(task, [r.rank(task) for r in self.rankers])
-
-    async def arank(self, task: RankTask) -> Ranking:
-        return self._fuse(task, [await arank(r, task) for r in self.rankers])
-
-    def _fuse(self, task: RankTask, rankings: List[Ranking]) -> Ranking:
+        rankings = [r.rank(task) for r in self.rankers]
         weights = list(self.weights) if self.weights is not None else [1.0] * len(rankings)
         parts = [(r.name, [pid for pid, _ in r.passages], w) for r, w in zip(rankings, weights)]
         fused = fuse([(ids, w) for _, ids, w in parts], self.k)
@@ -98,5 +93,5 @@ def ranker_named(name: str, graph_weight: float = 0.3, synonyms: bool = True) ->
         "topic": lambda: ThenDense(TopicRanker()),
     }
     if name not in named:
-        raise ValueError(f"reranker must be one of {', '.join(named)}, or a Ranker; got {name!r}")
+        raise ValueError(f"ranker must be one of {', '.join(named)}, or a Ranker; got {name!r}")
     return named[name]()

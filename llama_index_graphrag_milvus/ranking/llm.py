@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
@@ -12,8 +11,9 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
 from llama_index_graphrag_milvus.graph.chains import confirmed_chain
+from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT
-from llama_index_graphrag_milvus.llm.rerank import allm_rerank, llm_rerank
+from llama_index_graphrag_milvus.llm.rerank import llm_rerank
 from llama_index_graphrag_milvus.ranking.base import MAX_NAME, Ranker, Ranking, RankTask, Scored, arank, fuse
 from llama_index_graphrag_milvus.ranking.fused import FusedRanker
 from llama_index_graphrag_milvus.schema import ScoredRelation, normalize_name
@@ -43,7 +43,7 @@ class LLMRanker:
     of the others), beside them (`replaces` names rankings the vote would take the place of: none by
     default). Then a random pick cannot push the best-ranked passages far down, while a chain the graph
     confirms lifts the passage that answers to the top. Measured with scripted LLMs on the dev sets
-    (`benchmarks/llm_trust.py`, `benchmarks/results/issue20/`): see README's "LLM" section.
+    (`benchmarks/llm_trust.py`, `docs/studies/llm_trust.md`): see README's "LLM" section.
 
     The candidates offered are the best by the base ranking, not only by similarity: the most similar
     relation of each of its passages in its order (then the second of each, ...), at most `max_offered`
@@ -70,14 +70,12 @@ class LLMRanker:
         return self.base.needs_context
 
     def rank(self, task: RankTask) -> Ranking:
-        base = self.base.rank(task)
-        offered = self._offered(task, base)
-        return self._merge(task, llm_rerank(self.llm, self.prompt, task.query, offered, task.top_n), base)
+        return run_sync(self.arank(task))
 
     async def arank(self, task: RankTask) -> Ranking:
         base = await arank(self.base, task)
-        offered = await asyncio.to_thread(self._offered, task, base)
-        picked = await allm_rerank(self.llm, self.prompt, task.query, offered, task.top_n)
+        offered = self._offered(task, base)
+        picked = await llm_rerank(self.llm, self.prompt, task.query, offered, task.top_n)
         return self._merge(task, picked, base)
 
     def _offered(self, task: RankTask, base: Ranking) -> List[ScoredRelation]:

@@ -16,7 +16,7 @@ class TopicRanker:
     passages, which a look-alike of the first can push below rank 2; in a bridge question, the first
     hop's. Only those passages are ranked: it is meant to be fused (the default fusion's fourth ranking).
 
-    Chosen by cross-validation over the three dev sets pooled (benchmarks/results/issue21/r2_study.md):
+    Chosen by cross-validation over the three dev sets pooled (`docs/studies/ranking.md`):
     +.042 / +.047 R@2 held out on HotpotQA / 2Wiki, within a question on MuSiQue; `min_score` .9 or .99
     give the same figures but for one question."""
 
