@@ -66,7 +66,7 @@ class PassageCheck:
         return {row["id"] for row in rows if self.filter.matches(row)}
 
 
-#: A filtered in-process search first checks the `FILTER_FETCH` × top_k nearest passages (at least 64), then
+#: A filtered in-process search first checks the `FILTER_FETCH` × top_k nearest passages, then
 #: 4 times as many each round, until top_k of them pass: one round when the filter passes about 1/16 of
 #: the passages or more. Past `FILTER_CHECK_MAX` passages checked, Milvus searches with the filter's
 #: expression instead (a filter passing too few: reading more rows by key costs more on Lite, ~250 ms
@@ -82,8 +82,8 @@ def checked_top(search: Callable[[int], List[Tuple[str, float]]], passes: Callab
     `FILTER_FETCH` × top_k hits, checked (`passes`: of given ids, those that pass; each id asked once),
     then 4 times as many each round until `top_k` pass or the search has no more: exactly what a search
     of the passing rows alone gives. None when `FILTER_CHECK_MAX` hits are checked before that."""
-    fetch, passing = max(FILTER_FETCH * top_k, 64), {}
-    while fetch <= max(FILTER_CHECK_MAX, 64):
+    fetch, passing = FILTER_FETCH * top_k, {}
+    while fetch <= FILTER_CHECK_MAX:
         hits = search(fetch)
         new = [pid for pid, _ in hits if pid not in passing]
         kept = passes(new) if new else set()
