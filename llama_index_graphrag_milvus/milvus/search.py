@@ -81,7 +81,8 @@ def checked_top(search: Callable[[int], List[Tuple[str, float]]], passes: Callab
     """The `top_k` best hits that pass, in the order of `search` (n -> its n best hits): the best
     `FILTER_FETCH` × top_k hits, checked (`passes`: of given ids, those that pass; each id asked once),
     then 4 times as many each round until `top_k` pass or the search has no more: exactly what a search
-    of the passing rows alone gives. None when `FILTER_CHECK_MAX` hits are checked before that."""
+    of the passing rows alone gives. None when that would take more than `FILTER_CHECK_MAX` hits (as
+    the share passing so far tells)."""
     fetch, passing = FILTER_FETCH * top_k, {}
     while fetch <= FILTER_CHECK_MAX:
         hits = search(fetch)
@@ -91,6 +92,8 @@ def checked_top(search: Callable[[int], List[Tuple[str, float]]], passes: Callab
         found = [(pid, score) for pid, score in hits if passing[pid]]
         if len(found) >= top_k or len(hits) < fetch:
             return found[:top_k]
+        if not found or fetch * top_k / len(found) > FILTER_CHECK_MAX:  # more would be needed: give up now
+            return None
         fetch *= 4
     return None
 
