@@ -35,7 +35,7 @@ from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
 from llama_index_graphrag_milvus.milvus.filters import milvus_literal
-from llama_index_graphrag_milvus.milvus.search import VectorSearch
+from llama_index_graphrag_milvus.milvus.search import PassageCheck, VectorSearch
 from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
 from llama_index_graphrag_milvus.schema import ScoredEntity, Triplet
 
@@ -236,9 +236,9 @@ class MilvusGraphStore:
         """The `top_k` relations nearest to `vector`, as (relation id, cosine)."""
         return self._search.relations(vector, top_k)
 
-    def search_passage_ids(self, vector: Sequence[float], top_k: int) -> List[Tuple[str, float]]:
-        """The `top_k` passages nearest to `vector`, as (passage id, cosine)."""
-        return self._search.passages(vector, top_k)
+    def search_passage_ids(self, vector: Sequence[float], top_k: int, only: Optional[PassageCheck] = None) -> List[Tuple[str, float]]:
+        """The `top_k` passages nearest to `vector` (of those passing `only`: see `PassageCheck`), as (id, cosine)."""
+        return self._search.passages(vector, top_k, only)
 
     def search_passages(self, vector: Sequence[float], top_k: int) -> List[NodeWithScore]:
         """Plain dense retrieval of passages by Milvus' own search (the vector RAG baseline)."""

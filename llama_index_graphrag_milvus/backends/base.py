@@ -8,14 +8,15 @@ gets a `Neighbourhood` that the rankers read, with the same meaning from both.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set
 
 import numpy as np
 
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.graph.sparse import Graph
+from llama_index_graphrag_milvus.graph.sparse import Graph, binary_csr
 from llama_index_graphrag_milvus.schema import Candidate
 
 
@@ -56,7 +57,8 @@ class Neighbourhood:
     `graph` is an immutable snapshot whose positions `cache` maps to ids (the store's whole adjacency,
     or the neighbourhood loaded from Milvus). `relations` are the candidates' positions, best first by
     `similarities` (cosine to the question). `topics` answers which passages are about which entities
-    (for the hop and the topic ranking), with this retrieval's hub limit.
+    (for the hop and the topic ranking), with this retrieval's hub limit. `passes`, in a neighbourhood
+    `restricted` to the passages that pass a filter, tells which of given passage ids do.
     """
 
     graph: Graph
@@ -66,6 +68,29 @@ class Neighbourhood:
     hub_passages: float
     reached: int = 0
     topics: Optional["Topics"] = field(default=None, compare=False, repr=False)
+    passes: Optional[Callable[[Sequence[str]], Set[str]]] = field(default=None, compare=False, repr=False)
+
+    def restricted(self, passes: Callable[[Sequence[str]], Set[str]]) -> "Neighbourhood":
+        """This neighbourhood with only the passages that pass (`passes`: of given passage ids, the set
+        that pass), as every ranker reads it: the candidates' passages in `graph` (checked at once, one
+        call), `passages_of`, and the topics' answers (checked when asked). Each passage is asked about
+        once. The candidates, their entities and the entities' passage counts (the hub rule, PPR's
+        specificity) stay the store's: the walk crossed the whole graph, only passages are left out.
+        `graph` then holds the relation→passage rows of the candidates only."""
+        passes = _Passing(passes)
+        block = self.graph.relation_passage[self.relations]
+        ids = self.passage_ids(block.indices)
+        kept = passes(ids)
+        keep = np.fromiter((pid in kept for pid in ids), dtype=bool, count=len(ids))
+        rows = np.repeat(self.relations, np.diff(block.indptr))[keep]
+        columns = block.indices[keep]
+        shape = self.graph.relation_passage.shape
+        graph = dataclasses.replace(
+            self.graph, relation_passage=binary_csr(rows, columns, shape),
+            passage_relation=binary_csr(columns, rows, shape[::-1]), counts=self.graph.passage_counts,
+        )
+        topics = _PassingTopics(self.topics, passes) if self.topics is not None else None
+        return dataclasses.replace(self, graph=graph, topics=topics, passes=passes)
 
     def linked_passages(self, passage_id: str) -> List[str]:
         """The passages about an entity that `passage_id` names (see `graph.topic_links`), hubs not
@@ -85,7 +110,8 @@ class Neighbourhood:
 
     def passages_of(self, relation_id: int) -> List[str]:
         """The passages stating a relation, by passage id (so in the same order from every backend)."""
-        return sorted(self.cache.passages_of_relation(relation_id))
+        found = sorted(self.cache.passages_of_relation(relation_id))
+        return found if self.passes is None else _kept(found, self.passes)
 
     def candidates(self) -> List[Candidate]:
         """The candidates as records: id, cosine to the question, the passages stating it; best first."""
@@ -101,6 +127,38 @@ class Neighbourhood:
         ids = self.passage_ids(block.indices)
         return [sorted(ids[start:end]) for start, end in zip(block.indptr[:-1].tolist(), block.indptr[1:].tolist())]
 
+
+
+class _Passing:
+    """`passes` asked about each passage once: of given passage ids, the set that pass."""
+
+    def __init__(self, passes: Callable[[Sequence[str]], Set[str]]) -> None:
+        self._passes, self._known = passes, {}
+
+    def __call__(self, passage_ids: Sequence[str]) -> Set[str]:
+        new = [p for p in dict.fromkeys(passage_ids) if p not in self._known]
+        if new:
+            passing = self._passes(new)
+            self._known.update((p, p in passing) for p in new)
+        return {p for p in passage_ids if self._known[p]}
+
+
+def _kept(passage_ids: List[str], passes: Callable[[Sequence[str]], Set[str]]) -> List[str]:
+    kept = passes(passage_ids)
+    return [p for p in passage_ids if p in kept]
+
+
+class _PassingTopics:
+    """`Topics` that answer only passages that pass."""
+
+    def __init__(self, topics: "Topics", passes: Callable[[Sequence[str]], Set[str]]) -> None:
+        self.topics, self.passes = topics, passes
+
+    def linked(self, passage_id: str) -> List[str]:
+        return _kept(self.topics.linked(passage_id), self.passes)
+
+    def about(self, entity_ids: Sequence[int]) -> List[str]:
+        return _kept(self.topics.about(entity_ids), self.passes)
 
 
 class Topics(Protocol):

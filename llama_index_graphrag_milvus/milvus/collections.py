@@ -287,9 +287,10 @@ class Collections:
         return {kind: self.count(kind) for kind in KINDS}
 
     def search(
-        self, kind: str, vectors: Sequence[Sequence[float]], limit: int, fields: Sequence[str] = ()
+        self, kind: str, vectors: Sequence[Sequence[float]], limit: int, fields: Sequence[str] = (), where: str = ""
     ) -> List[List[Tuple[Any, float, Dict[str, Any]]]]:
-        """For each vector, the `limit` nearest rows of `kind` as (id, cosine, fields), best first."""
+        """For each vector, the `limit` nearest rows of `kind` (those matching `where`, an expression
+        built by `filters.py`) as (id, cosine, fields), best first."""
         if not len(vectors) or limit <= 0:
             return [[] for _ in vectors]
         self._flushed(kind)
@@ -300,6 +301,7 @@ class Collections:
             data=[list(map(float, v)) for v in vectors],
             limit=limit,
             output_fields=list(fields),
+            filter=where,
             anns_field="embedding",
             consistency_level=self._consistency_level,
         )
