@@ -13,6 +13,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood
 from llama_index_graphrag_milvus.events import (
@@ -28,6 +29,7 @@ from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.mentions import question_mentions
 from llama_index_graphrag_milvus.llm.prompts import NER_PROMPT, RERANK_PROMPT
+from llama_index_graphrag_milvus.milvus.search import PassageCheck
 from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
 from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet, entity_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
@@ -71,6 +73,10 @@ class GraphRAGRetriever(BaseRetriever):
         entity_top_k: Entities found per mention.
         relation_top_k: Relations found for the question.
         expansion_degree: Degrees of expansion (1 or 2 is enough).
+        filters: LlamaIndex `MetadataFilters` on the passages' metadata (EQ, NE, GT, GTE, LT, LTE, IN,
+            NIN, CONTAINS, ANY, ALL; AND, OR, NOT, nested): only passages that pass are seeds, ranked and
+            returned, while the walk still crosses every entity and relation. An operator or value that
+            cannot be honoured raises here, before any search (`milvus.filters.PassageFilter`).
 
     Fine settings (chosen on the dev sets; they shape the expansion, which every ranker reads):
         max_candidate_relations: Cap on the candidates (and on each hop's frontier), by similarity.
@@ -96,6 +102,7 @@ class GraphRAGRetriever(BaseRetriever):
         entity_top_k: int = 3,
         relation_top_k: int = 5,
         expansion_degree: int = 1,
+        filters: Optional[MetadataFilters] = None,
         max_candidate_relations: int = 300,
         rerank_top_n: int = 3,
         dense_seed_k: int = 3,
@@ -117,6 +124,7 @@ class GraphRAGRetriever(BaseRetriever):
         ranker = "fused" if ranker is None else ranker
         base = ranker_named(ranker, graph_weight, use_synonyms) if isinstance(ranker, str) else ranker
         self.store, self.llm = store, llm
+        self.filters, self._only = filters, PassageCheck.of(store.collections, filters)
         self.similarity_top_k, self.entity_top_k, self.relation_top_k = similarity_top_k, entity_top_k, relation_top_k
         self.expansion_degree, self.max_candidate_relations = expansion_degree, max_candidate_relations
         self.rerank_top_n, self.dense_seed_k = rerank_top_n, dense_seed_k
@@ -202,7 +210,7 @@ class GraphRAGRetriever(BaseRetriever):
     @dispatcher.span
     def _dense_search(self, run: Retrieval, vector: List[float]) -> None:
         start = time.perf_counter()
-        run.dense = self.store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k))
+        run.dense = self.store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k), self._only)
         _emit(GraphRAGDenseSearchEvent, run, start, passage_ids=[p for p, _ in run.dense], scores=[s for _, s in run.dense])
 
     @dispatcher.span
@@ -222,6 +230,8 @@ class GraphRAGRetriever(BaseRetriever):
                 hub_fraction=self.hub_fraction,
             )
         )
+        if self._only is not None:  # the rankers see only the passages that pass
+            hood = hood.restricted(self._only)
         run.reached = hood.reached
         run.candidates = hood.candidates()
         _emit(GraphRAGExpansionEvent, run, start, expansion_degree=self.expansion_degree, reached=hood.reached,

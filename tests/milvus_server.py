@@ -349,7 +349,7 @@ def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> 
     try:
         for question in (QUESTION, EULER_QUESTION, "What did Jakob Bernoulli discover?"):
             for degree in (1, 2):
-                reference = GraphRAGRetriever(store=store, reranker="similarity", expansion_degree=degree).trace(question)
+                reference = GraphRAGRetriever(store=store, ranker="similarity", expansion_degree=degree).trace(question)
                 hood = other.expand(
                     Expansion(
                         vector=other.embed_model.get_query_embedding(question),

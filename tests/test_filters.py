@@ -1,7 +1,6 @@
 """Metadata filters: compiled once (`PassageFilter`), escaped, the same meaning in Milvus and in process,
 applied by the passage search and the candidate check in both adjacency modes, and kept by every ranker."""
 
-import inspect
 
 import numpy as np
 import pytest
@@ -438,22 +437,17 @@ def test_every_ranker_ranks_passing_passages_only(bernoulli, title):
             assert ranked <= passing, (ranker, title)
 
 
-# the retriever (enabled once GraphRAGRetriever takes `filters`) ------------------------------------
-wired = pytest.mark.skipif(
-    "filters" not in inspect.signature(GraphRAGRetriever.__init__).parameters,
-    reason="GraphRAGRetriever takes no filters yet",
-)
+# the retriever ------------------------------------------------------------------------------------
 QUESTIONS = [EULER_QUESTION, "Who taught Leonhard Euler?", "What did Jakob Bernoulli discover?", "Where is Basel?"]
 
 
-@wired
 @pytest.mark.parametrize("reranker", ["fused", "chain", "ppr", "similarity", "hop", "topic", "llm"])
 def test_a_retriever_filtered_to_one_document_returns_only_its_passages(bernoulli, reranker):
     llm = graph_llm(mentions=["Euler", "Johann Bernoulli"], chosen=["son of", "taught"]) if reranker == "llm" else None
     for document in bernoulli_documents():
         only = where(f("title", document.metadata["title"]))
         retriever = GraphRAGRetriever(store=bernoulli, similarity_top_k=5, expansion_degree=2, llm=llm, filters=only,
-                                      reranker="fused" if reranker == "llm" else reranker)
+                                      ranker="fused" if reranker == "llm" else reranker)
         for question in QUESTIONS:
             run = retriever.trace(question)
             assert [n.node.node_id for n in run.nodes] == [document.doc_id], (question, document.doc_id)
@@ -461,17 +455,25 @@ def test_a_retriever_filtered_to_one_document_returns_only_its_passages(bernoull
             assert {p for p, _ in run.dense} <= set(bernoulli.passage_ids(document.doc_id))
 
 
-@wired
 @pytest.mark.parametrize("value", INJECTIONS[:6])
 def test_a_retriever_with_an_injected_value_returns_nothing(two_docs, value):
     retriever = GraphRAGRetriever(store=two_docs, similarity_top_k=5, llm=None, filters=where(f("owner", value)))
     assert retriever.retrieve("Who builds bridges in Basel?") == []
 
 
-@wired
 def test_a_retriever_refuses_what_it_cannot_honour_before_any_search(two_docs):
     before = sum(two_docs.collections.calls.values())
     for flt in (f("owner", "x", Op.TEXT_MATCH), f("owner", None), f("owner name", "x"), f("owner", [1, "a"], Op.IN)):
         with pytest.raises(ValueError):
             GraphRAGRetriever(store=two_docs, llm=None, filters=where(flt))
     assert sum(two_docs.collections.calls.values()) == before
+
+
+def test_the_index_routes_filters_to_its_retriever_and_query_engine(bernoulli):
+    from llama_index_graphrag_milvus import GraphRAGIndex
+
+    index = GraphRAGIndex.from_existing(store=bernoulli, llm=None)
+    only = where(f("title", "Daniel Bernoulli"))
+    assert [n.node.node_id for n in index.as_retriever(similarity_top_k=5, filters=only).retrieve(EULER_QUESTION)] == ["bernoulli-daniel"]
+    response = index.as_query_engine(similarity_top_k=5, filters=only).query(EULER_QUESTION)
+    assert [n.node.node_id for n in response.source_nodes] == ["bernoulli-daniel"]
