@@ -87,3 +87,19 @@ def test_extraction_answers_are_parsed_strictly():
     for bad in ['{"triplets": "A knows B"}', "[]", "nope"]:
         with pytest.raises(ValueError):
             parse_extraction(bad, 10)
+
+
+def test_the_prompts_show_the_model_the_json_they_ask_for():
+    """LlamaIndex formats prompts with a formatter that leaves `{{`/`}}` as they are: a template written
+    for `str.format` would show the model doubled braces."""
+    from llama_index_graphrag_milvus.llm.prompts import NER_PROMPT, TRIPLET_EXTRACT_PROMPT
+
+    shown = [
+        TRIPLET_EXTRACT_PROMPT.format(text="Euler studied in Basel.", max_triplets=5),
+        NER_PROMPT.format(query_str="Who taught Euler?"),
+        RERANK_PROMPT.format(query_str="Who taught Euler?", relationships="[1] Johann Bernoulli taught Euler", top_n=3),
+    ]
+    for prompt in shown:
+        assert "{{" not in prompt and "}}" not in prompt
+    assert '{"triplets": []}' in shown[0] and '{"named_entities": [' in shown[1] and '{"thought_process": ' in shown[2]
+    assert "Who taught Euler?" in shown[2] and "[1] Johann Bernoulli taught Euler" in shown[2]
