@@ -15,22 +15,16 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from llama_index_graphrag_milvus import events as ev
 from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood
-from llama_index_graphrag_milvus.events import (
-    GraphRAGDenseSearchEvent,
-    GraphRAGEntitySearchEvent,
-    GraphRAGExpansionEvent,
-    GraphRAGPassagesEvent,
-    GraphRAGRelationSearchEvent,
-    GraphRAGRerankEvent,
-)
 from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
 from llama_index_graphrag_milvus.llm.guard import run_sync
-from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.llm.mentions import question_mentions
 from llama_index_graphrag_milvus.llm.prompts import NER_PROMPT, RERANK_PROMPT
+from llama_index_graphrag_milvus.llm.resolve import DEFAULT, LLMType, resolve_llm
 from llama_index_graphrag_milvus.milvus.search import PassageCheck
-from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, Ranking, RankTask, Scored, arank, ranker_named
+from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, RankTask, Scored, arank, ranker_named
+from llama_index_graphrag_milvus.ranking.llm import check_trust
 from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet, entity_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
 
@@ -42,6 +36,15 @@ dispatcher = get_dispatcher(__name__)
 
 #: Metadata key of a returned passage: the relations that selected it, as printable strings.
 RELATIONS_KEY = "graphrag_relations"
+
+#: Arguments that moved, accepted for one release with a FutureWarning: what to write instead.
+MOVED_ARGUMENTS = {
+    "reranker": "ranker=",
+    "graph_weight": "ranker=ChainRanker(graph_weight=...), or a FusedRanker holding one",
+}
+
+#: The top passages of a ranking: (passage id, score, the relations that selected it).
+_Top = List[Tuple[str, float, List[ScoredRelation]]]
 
 
 class GraphRAGRetriever(BaseRetriever):
@@ -57,6 +60,9 @@ class GraphRAGRetriever(BaseRetriever):
     4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
        it in `metadata["graphrag_relations"]`.
 
+    The settings after `filters` were chosen on the dev sets; they shape the expansion, which every
+    ranker reads.
+
     Args:
         store: The store ingested by `GraphRAGTransform`.
         llm: For NER and rerank (2 LLM calls a question). By default `Settings.llm` when it is set, else
@@ -69,7 +75,7 @@ class GraphRAGRetriever(BaseRetriever):
             ranker, an `LLMRanker` is used as it is).
         llm_trust: How far the LLM's pick is trusted: "confirmed" (the default) puts its passages first
             when the graph confirms the picks as a chain from the question's entities, and else lets it
-            vote in the fusion; "always" puts them first; "vote" only votes.
+            vote in the fusion; "always" puts them first; "vote" only votes. Checked even without an LLM.
         entity_top_k: Entities found per mention.
         relation_top_k: Relations found for the question.
         expansion_degree: Degrees of expansion (1 or 2 is enough).
@@ -77,18 +83,22 @@ class GraphRAGRetriever(BaseRetriever):
             NIN, CONTAINS, ANY, ALL; AND, OR, NOT, nested): only passages that pass are seeds, ranked and
             returned, while the walk still crosses every entity and relation. An operator or value that
             cannot be honoured raises here, before any search (`milvus.filters.PassageFilter`).
-
-    Fine settings (chosen on the dev sets; they shape the expansion, which every ranker reads):
         max_candidate_relations: Cap on the candidates (and on each hop's frontier), by similarity.
         rerank_top_n: Relations the LLM is asked to choose at most; relations listed as the chain followed.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
         hub_fraction: Entities stated in more than this fraction of the passages (at least 20 passages,
             at most 200: `hub_limit`) are hubs: walks and chains do not continue through them.
         use_synonyms: Follow the store's synonym links between entities (expansion and "chain").
-        ner_prompt, rerank_prompt: Replace the prompts (also with `update_prompts`).
+        ner_prompt: Replaces the NER prompt (also with `update_prompts`).
+        rerank_prompt: Replaces the rerank prompt (also with `update_prompts`).
+        callback_manager: LlamaIndex's callback manager, as for any retriever.
+        verbose: LlamaIndex's verbose flag, as for any retriever.
+        **moved: Deprecated, accepted for one release with a FutureWarning: `reranker=` (now `ranker=`),
+            `graph_weight=` (now `ranker=ChainRanker(graph_weight=...)`, or a `FusedRanker` holding one).
 
-    Deprecated, still accepted for one release with a FutureWarning: `reranker=` (now `ranker=`),
-    `graph_weight=` (now `ranker=ChainRanker(graph_weight=...)`, or a `FusedRanker` holding one).
+    Raises:
+        ValueError: A count below its minimum, or an unknown `llm_trust`.
+        TypeError: An unknown keyword argument, or both `ranker=` and `reranker=`.
     """
 
     def __init__(
@@ -115,27 +125,27 @@ class GraphRAGRetriever(BaseRetriever):
         **moved: Any,
     ) -> None:
         _at_least(0, expansion_degree=expansion_degree)
-        _at_least(
-            1, similarity_top_k=similarity_top_k, entity_top_k=entity_top_k, relation_top_k=relation_top_k,
-            max_candidate_relations=max_candidate_relations, rerank_top_n=rerank_top_n,
-        )
-        llm = resolve_llm(llm)
+        _at_least(1, similarity_top_k=similarity_top_k, entity_top_k=entity_top_k)
+        _at_least(1, relation_top_k=relation_top_k, max_candidate_relations=max_candidate_relations)
+        _at_least(1, rerank_top_n=rerank_top_n)
+        check_trust(llm_trust)
+        self.store, self.llm = store, resolve_llm(llm)
         ranker, graph_weight = _moved_arguments(ranker, moved)
         ranker = "fused" if ranker is None else ranker
-        base = ranker_named(ranker, graph_weight, use_synonyms) if isinstance(ranker, str) else ranker
-        self.store, self.llm = store, llm
+        if isinstance(ranker, str):
+            ranker = ranker_named(ranker, graph_weight, use_synonyms)
+        if self.llm is not None and not isinstance(ranker, LLMRanker):
+            ranker = LLMRanker(self.llm, ranker, rerank_prompt or RERANK_PROMPT, trust=llm_trust)
+        self.ranker: Ranker = ranker
         self.filters, self._only = filters, PassageCheck.of(store.collections, filters)
-        self.similarity_top_k, self.entity_top_k, self.relation_top_k = similarity_top_k, entity_top_k, relation_top_k
-        self.expansion_degree, self.max_candidate_relations = expansion_degree, max_candidate_relations
-        self.rerank_top_n, self.dense_seed_k = rerank_top_n, dense_seed_k
+        self.similarity_top_k, self.entity_top_k = similarity_top_k, entity_top_k
+        self.relation_top_k, self.expansion_degree = relation_top_k, expansion_degree
+        self.max_candidate_relations, self.rerank_top_n = max_candidate_relations, rerank_top_n
+        self.dense_seed_k = dense_seed_k
         self.hub_fraction, self.use_synonyms = hub_fraction, use_synonyms
         self.ner_prompt = ner_prompt or NER_PROMPT
-        if llm is not None and not isinstance(base, LLMRanker):
-            base = LLMRanker(llm, base, rerank_prompt or RERANK_PROMPT, trust=llm_trust)
-        self.ranker: Ranker = base
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
-    # prompts ------------------------------------------------------------------------------------
     def _get_prompts(self) -> PromptDictType:
         prompts: PromptDictType = {"ner_prompt": self.ner_prompt}
         if isinstance(self.ranker, LLMRanker):
@@ -143,12 +153,10 @@ class GraphRAGRetriever(BaseRetriever):
         return prompts
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "ner_prompt" in prompts:
-            self.ner_prompt = prompts["ner_prompt"]
+        self.ner_prompt = prompts.get("ner_prompt", self.ner_prompt)
         if "rerank_prompt" in prompts and isinstance(self.ranker, LLMRanker):
             self.ranker.prompt = prompts["rerank_prompt"]
 
-    # retrieval ----------------------------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         return self.trace(query_bundle).nodes
 
@@ -156,28 +164,38 @@ class GraphRAGRetriever(BaseRetriever):
         return (await self.atrace(query_bundle)).nodes
 
     def trace(self, query: QueryBundle | str) -> Retrieval:
-        """Retrieve, and return every step: mentions, seeds, candidates, chosen relations, passages."""
+        """Retrieve, and return every step: mentions, seeds, candidates, chosen relations, passages.
+
+        Args:
+            query: The question, as text or a `QueryBundle` (whose embedding is used when it has one).
+
+        Returns:
+            The record of the retrieval; its `nodes` are what `retrieve` returns.
+        """
         return run_sync(self.atrace(query))
 
     @dispatcher.span
     async def atrace(self, query: QueryBundle | str) -> Retrieval:
-        """Async `trace`. The steps run here, on the event loop: they are Python and numpy work under the
-        GIL, which threads would not speed up. The waits are awaited: the LLM's and the embedding model's
-        blocking calls, each in a thread (as in `llm.guard`: an async client would be bound to one loop)."""
+        """Async `trace`. The steps run on the event loop (Python and numpy work under the GIL); the LLM's
+        and the embedding model's blocking calls are awaited in threads (see `llm.guard`)."""
         bundle = QueryBundle(query) if isinstance(query, str) else query
         run = Retrieval(query=bundle.query_str)
         llm_failed = await self._entity_search(run)
-        vector = bundle.embedding or await asyncio.to_thread(self.store.embed_model.get_query_embedding, run.query)
+        embed = self.store.embed_model.get_query_embedding
+        vector = bundle.embedding or await asyncio.to_thread(embed, run.query)
         seeds = self._relation_search(run, vector)
         self._dense_search(run, vector)
-        hood = self._expand(run, vector, seeds)
-        ranking, texts = await self._rerank(run, vector, seeds, hood, llm_failed)
-        self._map_passages(run, hood, ranking, texts)
+        task = self._expand(run, vector, seeds)
+        self._map_passages(run, await self._rerank(run, task, llm_failed))
         return run
 
     def explain(self, query: QueryBundle | str) -> "Explanation":
         """Retrieve, and return an `Explanation`: seeds, candidates, chosen relations and passages, printable
-        and drawable (`.to_png(path)`, inline in a notebook)."""
+        and drawable (`.to_png(path)`, inline in a notebook).
+
+        Args:
+            query: The question, as text or a `QueryBundle`.
+        """
         return run_sync(self.aexplain(query))
 
     async def aexplain(self, query: QueryBundle | str) -> "Explanation":
@@ -186,43 +204,45 @@ class GraphRAGRetriever(BaseRetriever):
 
         return Explanation.of(await self.atrace(query), self.store)
 
-    # steps --------------------------------------------------------------------------------------
+    # the steps: each a span, each sends its event --------------------------------------------------
     @dispatcher.span
     async def _entity_search(self, run: Retrieval) -> bool:
         """The entities the question names (LLM NER or known names), and the nearest entities to each;
         return whether the LLM's NER call failed (its rerank is then skipped)."""
-        start = time.perf_counter()
-        run.mentions, llm_failed = await question_mentions(run.query, self.store.has_entities, self.llm, self.ner_prompt)
-        vectors = await _mention_vectors(self.store, run.mentions) if run.mentions else []
-        for hits in self.store.search_entities(vectors, self.entity_top_k):
-            run.seed_entities.extend(hits)
-        entities = [f"{e.name} ({e.score:.3f})" for e in run.seed_entities]
-        _emit(GraphRAGEntitySearchEvent, run, start, mentions=list(run.mentions), entities=entities, by_llm=self.llm is not None)
-        return llm_failed
+        t0, store, llm = time.perf_counter(), self.store, self.llm
+        run.mentions, failed = await question_mentions(run.query, store.has_entities, llm, self.ner_prompt)
+        vectors = await _mention_vectors(store, run.mentions) if run.mentions else []
+        run.seed_entities = [e for hits in store.search_entities(vectors, self.entity_top_k) for e in hits]
+        names, by_llm = [f"{e.name} ({e.score:.3f})" for e in run.seed_entities], llm is not None
+        _emit(
+            ev.GraphRAGEntitySearchEvent, run, t0, mentions=list(run.mentions), entities=names, by_llm=by_llm
+        )
+        return failed
 
     @dispatcher.span
     def _relation_search(self, run: Retrieval, vector: List[float]) -> List[Scored]:
-        start = time.perf_counter()
+        t0 = time.perf_counter()
         seeds = self.store.search_relations(vector, self.relation_top_k)
-        _emit(GraphRAGRelationSearchEvent, run, start, relation_ids=[r for r, _ in seeds], scores=[s for _, s in seeds])
+        _emit(ev.GraphRAGRelationSearchEvent, run, t0, relation_ids=_ids(seeds), scores=_scores(seeds))
         return seeds
 
     @dispatcher.span
     def _dense_search(self, run: Retrieval, vector: List[float]) -> None:
-        start = time.perf_counter()
-        run.dense = self.store.search_passage_ids(vector, max(self.similarity_top_k, self.dense_seed_k), self._only)
-        _emit(GraphRAGDenseSearchEvent, run, start, passage_ids=[p for p, _ in run.dense], scores=[s for _, s in run.dense])
+        t0, top_k = time.perf_counter(), max(self.similarity_top_k, self.dense_seed_k)
+        run.dense = self.store.search_passage_ids(vector, top_k, self._only)
+        _emit(ev.GraphRAGDenseSearchEvent, run, t0, passage_ids=_ids(run.dense), scores=_scores(run.dense))
 
     @dispatcher.span
-    def _expand(self, run: Retrieval, vector: List[float], seeds: List[Scored]) -> Neighbourhood:
-        """Expand the seeds over the graph; keep the candidates most similar to the question."""
-        start = time.perf_counter()
+    def _expand(self, run: Retrieval, vector: List[float], seeds: List[Scored]) -> RankTask:
+        """Expand the seeds over the graph, keeping the candidates most similar to the question (and with
+        `filters`, the passages that pass); return what the ranker reads."""
+        t0 = time.perf_counter()
         hood = self.store.expand(
             Expansion(
                 vector=vector,
                 entities=[e.id for e in run.seed_entities],
-                relations=[r for r, _ in seeds],
-                passages=[p for p, _ in run.dense[: self.dense_seed_k]],
+                relations=_ids(seeds),
+                passages=_ids(run.dense[: self.dense_seed_k]),
                 degree=self.expansion_degree,
                 cap=self.max_candidate_relations,
                 with_context=self.ranker.needs_context,
@@ -230,65 +250,57 @@ class GraphRAGRetriever(BaseRetriever):
                 hub_fraction=self.hub_fraction,
             )
         )
-        if self._only is not None:  # the rankers see only the passages that pass
-            hood = hood.restricted(self._only)
-        run.reached = hood.reached
-        run.candidates = hood.candidates()
-        _emit(GraphRAGExpansionEvent, run, start, expansion_degree=self.expansion_degree, reached=hood.reached,
-              candidates=len(run.candidates))
-        return hood
-
-    def _task(self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood) -> RankTask:
+        hood = hood if self._only is None else hood.restricted(self._only)
+        run.reached, run.candidates = hood.reached, hood.candidates()
+        n, degree = len(run.candidates), self.expansion_degree
+        _emit(ev.GraphRAGExpansionEvent, run, t0, expansion_degree=degree, reached=hood.reached, candidates=n)
         return RankTask(
-            query=run.query, vector=vector, neighbourhood=hood, dense=run.dense, seed_entities=run.seed_entities,
-            seed_relations=seeds, top_n=self.rerank_top_n,
-            dense_seed_k=self.dense_seed_k, store=self.store, hub_fraction=self.hub_fraction,
+            query=run.query,
+            vector=vector,
+            neighbourhood=hood,
+            dense=run.dense,
+            seed_entities=run.seed_entities,
+            seed_relations=seeds,
+            top_n=self.rerank_top_n,
+            dense_seed_k=self.dense_seed_k,
+            store=self.store,
+            hub_fraction=self.hub_fraction,
         )
 
-    def _ranker_for(self, llm_failed: bool) -> Ranker:
-        """The ranker of one question: when its NER call to the LLM failed, the LLM's base ranking, with no
-        rerank call (it would wait out the same outage), exactly the ranking of `llm=None`."""
-        return self.ranker.base if llm_failed and isinstance(self.ranker, LLMRanker) else self.ranker
+    @dispatcher.span
+    async def _rerank(self, run: Retrieval, task: RankTask, llm_failed: bool) -> _Top:
+        """Order the passages with the ranker, or with its base alone when the LLM's NER call failed (no
+        rerank call waits out the same outage: exactly the ranking of `llm=None`). Record the seeds and the
+        chosen relations in `run`, with the texts of the relations shown read in one query."""
+        t0, ranker, seeds, hood = time.perf_counter(), self.ranker, task.seed_relations, task.neighbourhood
+        ranking = await arank(ranker.base if llm_failed and isinstance(ranker, LLMRanker) else ranker, task)
+        top, via = ranking.passages[: self.similarity_top_k], ranking.via
+        shown = [*seeds, *ranking.chosen, *(r for pid, _ in top for r in via.get(pid, []))]
+        texts = self.store.describe(_ids(shown))
+        run.seed_relations = _described(seeds, texts, hood)
+        run.chosen = _described(ranking.chosen, texts, hood)
+        run.reranker, run.thought_process = ranking.name, ranking.thought_process
+        run.llm_decision = ranking.decision
+        chosen, thought = [str(r) for r in run.chosen], run.thought_process
+        _emit(ev.GraphRAGRerankEvent, run, t0, reranker=ranking.name, chosen=chosen, thought_process=thought)
+        return [(pid, score, _described(via.get(pid, []), texts, hood)) for pid, score in top]
 
     @dispatcher.span
-    async def _rerank(
-        self, run: Retrieval, vector: List[float], seeds: List[Scored], hood: Neighbourhood, llm_failed: bool = False
-    ) -> _Ranked:
-        """Order the passages with the ranker; record the ranking in `run`, with the texts of the relations
-        it shows (seeds, chosen, those behind the top passages), read in one query."""
-        start = time.perf_counter()
-        ranking = await arank(self._ranker_for(llm_failed), self._task(run, vector, seeds, hood))
-        top = ranking.passages[: self.similarity_top_k]
-        shown = [*seeds, *ranking.chosen, *(r for pid, _ in top for r in ranking.via.get(pid, []))]
-        texts = self.store.describe([r for r, _ in shown])
-        run.seed_relations, run.chosen = _described(seeds, texts, hood), _described(ranking.chosen, texts, hood)
-        run.reranker, run.thought_process, run.llm_decision = ranking.name, ranking.thought_process, ranking.decision
-        _emit(GraphRAGRerankEvent, run, start, reranker=run.reranker, chosen=[str(r) for r in run.chosen],
-              thought_process=run.thought_process)
-        return ranking, texts
-
-    @dispatcher.span
-    def _map_passages(self, run: Retrieval, hood: Neighbourhood, ranking: Ranking, texts: _Texts) -> None:
+    def _map_passages(self, run: Retrieval, top: _Top) -> None:
         """The top passages as the ingested nodes (those still stored), each with the relations that
         selected it in its metadata."""
-        start = time.perf_counter()
-        top = ranking.passages[: self.similarity_top_k]
-        nodes = self.store.get_passages([pid for pid, _ in top])
-        for pid, score in top:
+        t0 = time.perf_counter()
+        nodes = self.store.get_passages([pid for pid, _, _ in top])
+        for pid, score, via in top:
             if pid in nodes:
                 node = nodes[pid]
-                run.via[node.node_id] = via = _described(ranking.via.get(pid, []), texts, hood)
+                run.via[node.node_id] = via
                 node.metadata[RELATIONS_KEY] = [str(r) for r in via]
                 exclude_from_content(node, RELATIONS_KEY)
                 run.nodes.append(NodeWithScore(node=node, score=score))
-        _emit(GraphRAGPassagesEvent, run, start, passage_ids=[pid for pid, _ in top if pid in nodes],
-              relations=[n.node.metadata[RELATIONS_KEY] for n in run.nodes])
-
-
-#: The texts of the relations a retrieval shows, by id.
-_Texts = Dict[int, Triplet]
-#: A ranking and the texts of the relations it shows.
-_Ranked = Tuple[Ranking, _Texts]
+        shown = [pid for pid, _, _ in top if pid in nodes]
+        relations = [n.node.metadata[RELATIONS_KEY] for n in run.nodes]
+        _emit(ev.GraphRAGPassagesEvent, run, t0, passage_ids=shown, relations=relations)
 
 
 async def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> List[List[float]]:
@@ -301,28 +313,18 @@ async def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> 
     return [stored[i] if i in stored else next(embedded) for i in ids]
 
 
-#: Arguments that moved, accepted for one release with a FutureWarning: what to write instead.
-MOVED_ARGUMENTS = {
-    "reranker": "ranker=",
-    "graph_weight": "ranker=ChainRanker(graph_weight=...), or a FusedRanker holding one",
-}
-
-
-def _moved_arguments(ranker: Union[str, Ranker, None], moved: Dict[str, Any]) -> Tuple[Union[str, Ranker, None], float]:
-    """The ranker and the chain's graph weight, reading the arguments that moved (each with a FutureWarning)."""
+def _moved_arguments(ranker: Union[str, Ranker, None], moved: Dict[str, Any]) -> Tuple[Any, float]:
+    """The ranker and the chain's graph weight, from the arguments that moved (each with a FutureWarning)."""
     unknown = sorted(set(moved) - set(MOVED_ARGUMENTS))
     if unknown:
         raise TypeError(f"GraphRAGRetriever got unexpected keyword argument(s): {', '.join(unknown)}")
     for name in moved:
-        warnings.warn(
-            f"GraphRAGRetriever({name}=...) is deprecated and will be removed in the next release: use "
-            f"{MOVED_ARGUMENTS[name]}", FutureWarning, stacklevel=3,
-        )
-    if "reranker" in moved:
-        if ranker is not None:
-            raise TypeError("pass ranker= alone: reranker= is its old name")
-        ranker = moved["reranker"]
-    return ranker, moved.get("graph_weight", 0.3)
+        use = MOVED_ARGUMENTS[name]
+        message = f"GraphRAGRetriever({name}=...) is deprecated and will be removed in the next release: "
+        warnings.warn(message + f"use {use}", FutureWarning, stacklevel=3)
+    if "reranker" in moved and ranker is not None:
+        raise TypeError("pass ranker= alone: reranker= is its old name")
+    return moved.get("reranker", ranker), moved.get("graph_weight", 0.3)
 
 
 def _at_least(minimum: int, **values: int) -> None:
@@ -331,7 +333,17 @@ def _at_least(minimum: int, **values: int) -> None:
             raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
-def _described(relations: Sequence[Scored], texts: _Texts, hood: Neighbourhood) -> List[ScoredRelation]:
+def _ids(pairs: Sequence[Tuple[Any, float]]) -> List[Any]:
+    return [i for i, _ in pairs]
+
+
+def _scores(pairs: Sequence[Tuple[Any, float]]) -> List[float]:
+    return [s for _, s in pairs]
+
+
+def _described(
+    relations: Sequence[Scored], texts: Dict[int, Triplet], hood: Neighbourhood
+) -> List[ScoredRelation]:
     """(id, score) pairs as `ScoredRelation`s with their texts and passages; those not stored are left out."""
     return [
         ScoredRelation(r, texts[r].subject, texts[r].predicate, texts[r].object, s, hood.passages_of(r))
@@ -339,8 +351,7 @@ def _described(relations: Sequence[Scored], texts: _Texts, hood: Neighbourhood) 
         if r in texts
     ]
 
-def _emit(event: type, run: Retrieval, start: float, **fields: Any) -> None:
-    """Send a step's instrumentation event: the question, the step's milliseconds since `start` (a
-    `time.perf_counter()`), what it found."""
-    dispatcher.event(event(query=run.query, duration_ms=(time.perf_counter() - start) * 1000.0, **fields))
 
+def _emit(event: type, run: Retrieval, start: float, **fields: Any) -> None:
+    """Send a step's event: the question, the step's milliseconds since `start`, what it found."""
+    dispatcher.event(event(query=run.query, duration_ms=(time.perf_counter() - start) * 1000.0, **fields))

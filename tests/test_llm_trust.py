@@ -102,6 +102,16 @@ def test_trust_always_and_vote(english):
         LLMRanker(llm=confirmed, trust="sometimes")
 
 
+def test_llm_trust_is_checked_without_an_llm(make_store):
+    """A misspelt `llm_trust` fails at construction even with `llm=None`, where no `LLMRanker` is made."""
+    store = make_store()
+    for trust in ("sometimes", "Confirmed", ""):
+        with pytest.raises(ValueError, match="llm_trust must be one of always, confirmed, vote; got"):
+            GraphRAGRetriever(store=store, llm=None, llm_trust=trust)
+    for trust in ("always", "confirmed", "vote"):
+        assert GraphRAGRetriever(store=store, llm=None, llm_trust=trust).ranker.name == "fused"
+
+
 def test_a_confirmed_chain_leads_in_chinese(tmp_path, minilm):
     index = GraphRAGIndex.from_documents(documents(CHINESE), uri=str(tmp_path / "zh.db"), embed_model=minilm, llm=None)
     try:

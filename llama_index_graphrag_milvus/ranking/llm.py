@@ -62,8 +62,7 @@ class LLMRanker:
     name: str = "llm"
 
     def __post_init__(self) -> None:
-        if self.trust not in TRUST:
-            raise ValueError(f"llm_trust must be one of {', '.join(TRUST)}; got {self.trust!r}")
+        check_trust(self.trust)
 
     @property
     def needs_context(self) -> bool:
@@ -133,6 +132,12 @@ class LLMRanker:
             return [], "voted: no two picks chain away from the question's entities, so the graph cannot confirm them"
         ids = hood.cache.relations.ids_at(np.array(chain, dtype=np.int64))
         return ids, f"led: {len(ids)} of the {len(picks)} picks chain from the question's entities"
+
+
+def check_trust(trust: str) -> None:
+    """Raise a ValueError naming the allowed values unless `trust` is one of `TRUST`."""
+    if trust not in TRUST:
+        raise ValueError(f"llm_trust must be one of {', '.join(TRUST)}; got {trust!r}")
 
 
 def _named(task: RankTask) -> List[int]:
