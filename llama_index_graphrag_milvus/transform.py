@@ -20,7 +20,12 @@ from llama_index_graphrag_milvus.ingest.extract import (
     given_triplets,
 )
 from llama_index_graphrag_milvus.ingest.extract.cooccurrence import with_text_links
-from llama_index_graphrag_milvus.ingest.extract.given import EXTRACTION_KEY, PENDING_FILTER, PENDING_KEY, is_pending
+from llama_index_graphrag_milvus.ingest.extract.given import (
+    EXTRACTION_KEY,
+    PENDING_FILTER,
+    PENDING_KEY,
+    is_pending,
+)
 from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.resolve import is_default, resolve_llm
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
@@ -32,42 +37,51 @@ logger = logging.getLogger(__name__)
 #: The free extractor finding fewer relations than this a passage over an ingest (text without names or
 #: titles) gets a WARNING naming LLM extraction.
 SPARSE_RELATIONS_PER_PASSAGE = 1.0
+#: The log line of an ingest where nodes carried no triplets, and its end when there is little to link.
+_NO_TRIPLETS = "%d of %d nodes carry no triplets; %s gave %d triplets%s%s."
+_LITTLE = (
+    ": {} relations for {} passages, little to link (text without names or titles?). For a richer graph, "
+    "extract with an LLM: GraphRAGTransform(extractor=LLMTripletExtractor(llm=...)), or "
+    "GraphRAGIndex.from_documents(documents, extractor=LLMTripletExtractor(llm=...))"
+)
+#: The triplets each node carries (None: none), and each node's triplets as written.
+_Triplets = List[Optional[List[Triplet]]]
+_Linked = List[List[Triplet]]
+_MOVED = (
+    "GraphRAGTransform(llm=..., extract_prompt=..., num_workers=..., ...) is deprecated and will be removed "
+    "in the next release: the graph is built with no LLM call unless you ask for one, with "
+    "extractor=LLMTripletExtractor(llm=..., extract_prompt=..., num_workers=..., ...)"
+)
 #: Arguments that moved to `LLMTripletExtractor` (with `llm`), still accepted for one release.
-MOVED_TO_EXTRACTOR = ("extract_prompt", "max_triplets_per_node", "num_workers", "raise_on_error", "show_progress")
+MOVED_TO_EXTRACTOR = tuple(
+    "extract_prompt max_triplets_per_node num_workers raise_on_error show_progress".split()
+)
 
 
 class GraphRAGTransform(TransformComponent):
     """Ingest passage nodes into a `MilvusGraphStore`: entities, relations and passages, embedded.
 
-    Triplets come from `node.metadata["triplets"]` (`[[subject, predicate, object], ...]`), or from a
-    LlamaIndex KG extractor placed before this step (e.g. `SimpleLLMPathExtractor`). Nodes that carry
-    none get theirs from `extractor`, by default `CooccurrenceExtractor()`: named entities co-occurring in
-    a sentence and the passage's title linked to each, no LLM, no model, whatever LLM is configured.
-    `extractor` takes any `TransformComponent` that leaves triplets in `metadata["triplets"]` or LlamaIndex
-    KG output (`KG_RELATIONS_KEY`): spaCy, GLiNER, an LLM extractor you already have, or
-    `LLMTripletExtractor(llm=...)`, the explicit choice to pay one LLM call per node without triplets
-    (which keeps the nodes whose call failed pending, and retries them on the next ingest of them or on
-    `GraphRAGIndex.refresh_ref_docs`). It sees only the nodes without triplets. When the free extractor
-    finds little to link (under one relation a passage: text without names or titles), a WARNING says so
-    and names LLM extraction.
-
-    With `text_links` (the default), every passage also gets its text's links (`CooccurrenceExtractor`:
-    its title to each name it states, names sharing a sentence) beside the triplets it carries or an
-    extractor gave, when written (not in its metadata): triplets state facts, title links what a passage
-    is about. `count_pending(store)` counts the passages awaiting LLM extraction.
-
-    The triplets key is kept out of the passage's embedded text and LLM context. Nodes are returned
-    unchanged otherwise, so later steps still run.
-
-    Args:
-        store: The store to write to.
-        extractor: Extracts triplets from nodes that carry none (default: `CooccurrenceExtractor()`).
-        text_links: Add the text's own links to the triplets a passage carries or an extractor gave.
-        triplets_key: The metadata key holding given triplets.
+    A node's triplets are those it carries, in `metadata["triplets"]` (`[[subject, predicate, object],
+    ...]`) or as a LlamaIndex KG extractor placed before this step leaves them. Nodes that carry none get
+    theirs from `extractor`: by default `CooccurrenceExtractor()` (named entities sharing a sentence, the
+    title linked to each: no LLM, no model, whatever LLM is configured); any `TransformComponent` that
+    leaves triplets in either form; or `LLMTripletExtractor(llm=...)`, one paid LLM call a node, which
+    keeps the nodes whose call failed pending (`count_pending`) and retries them on their next ingest or
+    `GraphRAGIndex.refresh_ref_docs`. When the free extractor finds under one relation a passage (text
+    without names or titles), a WARNING names LLM extraction. With `text_links`, a passage's text links
+    (its title to each name it states, names sharing a sentence) are written beside its triplets: these
+    state facts, title links what a passage is about. `built` counts what each source gave. Nodes are
+    returned as they came, the triplets key kept out of their embedded text and LLM context.
 
     Deprecated, still accepted for one release with a FutureWarning: `llm=` with an LLM (and
-    `extract_prompt`, `max_triplets_per_node`, `num_workers`, `raise_on_error`, `show_progress`): now
+    `extract_prompt`, `max_triplets_per_node`, `num_workers`, `raise_on_error`, `show_progress`), now
     `extractor=LLMTripletExtractor(llm=..., ...)`. `llm=None` is accepted silently: it is the default.
+
+    Attributes:
+        store: The store to write to.
+        extractor: Extracts triplets from nodes that carry none (None: `CooccurrenceExtractor()`).
+        text_links: Add the text's own links to the triplets a passage carries or an extractor gave.
+        triplets_key: The metadata key holding given triplets.
     """
 
     store: MilvusGraphStore = Field(exclude=True)
@@ -76,7 +90,9 @@ class GraphRAGTransform(TransformComponent):
     triplets_key: str = TRIPLETS_KEY
     _built: Dict[str, Dict[str, Any]] = PrivateAttr(default_factory=dict)
 
-    def __init__(self, store: MilvusGraphStore, extractor: Optional[TransformComponent] = None, **kwargs: Any) -> None:
+    def __init__(
+        self, store: MilvusGraphStore, extractor: Optional[TransformComponent] = None, **kwargs: Any
+    ) -> None:
         moved = {key: kwargs.pop(key) for key in ("llm", *MOVED_TO_EXTRACTOR) if key in kwargs}
         super().__init__(store=store, extractor=_extractor(extractor, moved), **kwargs)
 
@@ -85,12 +101,10 @@ class GraphRAGTransform(TransformComponent):
         return "GraphRAGTransform"
 
     def to_dict(self, **kwargs: Any) -> Dict[str, Any]:
-        # IngestionPipeline caches a step's output on a hash of this dict and of the nodes. This step's
-        # real output is its write to the store, so the hash names the store and its current generation:
-        # once the store changed (a delete, a clear, an overwrite, another writer), a cached run never
-        # stands in for a write the store no longer holds.
-        data = super().to_dict(**kwargs)
-        data["store"] = repr(self.store)
+        # IngestionPipeline caches a step's output on a hash of this dict and of the nodes; this step's
+        # output is its write, so the hash names the store and its generation: once the store changed, a
+        # cached run never stands in for a write the store no longer holds
+        data = {**super().to_dict(**kwargs), "store": repr(self.store)}
         try:
             data["store_generation"] = self.store.generation
         except Exception:  # a closed store: no cache hit can be right
@@ -98,12 +112,6 @@ class GraphRAGTransform(TransformComponent):
         if self.extractor is not None:
             data["extractor"] = repr(self.extractor)
         return data
-
-    @property
-    def built(self) -> Dict[str, Dict[str, Any]]:
-        """How the graph was built so far: for each source ("given triplets", the extractor's name, or
-        "text links"), the passages and triplets it gave."""
-        return {source: dict(counts) for source, counts in self._built.items()}
 
     def __getstate__(self) -> Dict[str, Any]:
         raise TypeError(
@@ -113,9 +121,20 @@ class GraphRAGTransform(TransformComponent):
         )
 
     @property
+    def built(self) -> Dict[str, Dict[str, Any]]:
+        """How the graph was built so far: for each source ("given triplets", the extractor's name, or
+        "text links"), the passages and triplets it gave."""
+        return {source: dict(counts) for source, counts in self._built.items()}
+
+    @property
     def extracts_with_llm(self) -> bool:
         """Whether nodes without triplets are extracted with an LLM (so pending nodes are retried)."""
         return isinstance(self.extractor, LLMTripletExtractor)
+
+    @property
+    def _free(self) -> bool:
+        """Whether nodes without triplets get `CooccurrenceExtractor`'s, as the only extractor."""
+        return self.extractor is None or isinstance(self.extractor, CooccurrenceExtractor)
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         return run_sync(self.acall(nodes, **kwargs))
@@ -144,8 +163,8 @@ class GraphRAGTransform(TransformComponent):
             triplets.append(given_triplets(node, self.triplets_key))
         return triplets
 
-    async def _extract(self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], todo: List[int]) -> None:
-        """The extractor's triplets for the nodes at `todo` (they carry none), in `triplets` and their metadata."""
+    async def _extract(self, nodes: Sequence[BaseNode], triplets: _Triplets, todo: List[int]) -> None:
+        """The extractor's triplets for the nodes at `todo` (they carry none), in `triplets` and metadata."""
         extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
         for i in todo:
             nodes[i].metadata.pop(EXTRACTION_KEY, None)  # an LLM extraction of another input: not this node's
@@ -153,10 +172,8 @@ class GraphRAGTransform(TransformComponent):
         options = {"stored": self.store.get_passages} if self.extracts_with_llm else {}
         out = list(await extractor.acall([nodes[i] for i in todo], **options) or [])
         if len(out) != len(todo):
-            raise ValueError(
-                f"extractor {type(extractor).__name__} returned {len(out)} nodes for {len(todo)}: it must return "
-                "the nodes it was given, with their triplets in metadata"
-            )
+            got = f"extractor {type(extractor).__name__} returned {len(out)} nodes for {len(todo)}"
+            raise ValueError(f"{got}: it must return the nodes it was given, with their triplets in metadata")
         for i, node in zip(todo, out):
             if node is not nodes[i]:
                 nodes[i].metadata.update(node.metadata)
@@ -167,16 +184,12 @@ class GraphRAGTransform(TransformComponent):
     def _by_free_extractor(self, nodes: Sequence[BaseNode], todo: List[int]) -> List[int]:
         """The nodes at `todo` whose triplets `CooccurrenceExtractor` gave: the default extractor, or an LLM
         extractor's fallback (the nodes without an LLM extraction's digest)."""
-        if self.extractor is None or isinstance(self.extractor, CooccurrenceExtractor):
+        if self._free:
             return todo
-        if self.extracts_with_llm:
-            return [i for i in todo if EXTRACTION_KEY not in nodes[i].metadata]
-        return []
+        return [i for i in todo if EXTRACTION_KEY not in nodes[i].metadata] if self.extracts_with_llm else []
 
-    def _with_text_links(
-        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], free: List[int]
-    ) -> List[List[Triplet]]:
-        """Each node's triplets, then (`text_links`) its text's links, except where CooccurrenceExtractor gave them."""
+    def _with_text_links(self, nodes: Sequence[BaseNode], triplets: _Triplets, free: List[int]) -> _Linked:
+        """Each node's triplets, then (`text_links`) its text's links, unless the free extractor gave them."""
         if not self.text_links:
             return [list(t or []) for t in triplets]
         own = self.extractor if isinstance(self.extractor, CooccurrenceExtractor) else None  # as configured
@@ -185,52 +198,47 @@ class GraphRAGTransform(TransformComponent):
         return linked
 
     def _report(
-        self, nodes: Sequence[BaseNode], triplets: List[Optional[List[Triplet]]], linked: List[List[Triplet]],
-        todo: List[int], free: List[int],
+        self,
+        nodes: Sequence[BaseNode],
+        triplets: _Triplets,
+        linked: _Linked,
+        todo: List[int],
+        free: List[int],
     ) -> None:
         """Count what each source gave (`built`); when some nodes carried no triplets, one log line: a
         WARNING when the free extractor found little to link."""
-        done, by_text = set(todo), set(free)
-        extractor = CooccurrenceExtractor.class_name() if self.extractor is None else type(self.extractor).__name__
+        done, by_text, cooccurrence = set(todo), set(free), CooccurrenceExtractor.class_name()
+        extractor = cooccurrence if self.extractor is None else type(self.extractor).__name__
         _count(self._built, "given triplets", [t for i, t in enumerate(triplets) if i not in done])
         _count(self._built, extractor, [triplets[i] for i in todo if i not in by_text])
-        _count(self._built, CooccurrenceExtractor.class_name(), [triplets[i] for i in free])
+        _count(self._built, cooccurrence, [triplets[i] for i in free])
         if not todo:
             return
         with_text = [i for i in todo if nodes[i].get_content(MetadataMode.NONE).strip()]
         relations, empty = sum(len(linked[i]) for i in with_text), sum(not linked[i] for i in with_text)
-        free_only = self.extractor is None or isinstance(self.extractor, CooccurrenceExtractor)
-        sparse = free_only and relations < SPARSE_RELATIONS_PER_PASSAGE * len(with_text)
-        logger.log(
-            logging.WARNING if sparse else logging.INFO,
-            "%d of %d nodes carry no triplets; %s gave %d triplets%s%s.", len(todo), len(nodes), extractor,
-            sum(len(triplets[i] or []) for i in todo),
-            f"; {empty} of them gave none and are stored as passages only" if empty else "",
-            f": {relations} relations for {len(with_text)} passages, little to link (text without names or "
-            "titles?). For a richer graph, extract with an LLM: GraphRAGTransform(extractor=LLMTripletExtractor("
-            "llm=...)), or GraphRAGIndex.from_documents(documents, extractor=LLMTripletExtractor(llm=...))"
-            if sparse else "",
-        )
+        sparse = self._free and relations < SPARSE_RELATIONS_PER_PASSAGE * len(with_text)
+        gave = sum(len(triplets[i] or []) for i in todo)
+        none = f"; {empty} of them gave none and are stored as passages only" if empty else ""
+        little = _LITTLE.format(relations, len(with_text)) if sparse else ""
+        level = logging.WARNING if sparse else logging.INFO
+        logger.log(level, _NO_TRIPLETS, len(todo), len(nodes), extractor, gave, none, little)
 
 
-def _extractor(extractor: Optional[TransformComponent], moved: Dict[str, Any]) -> Optional[TransformComponent]:
+def _extractor(
+    extractor: Optional[TransformComponent], moved: Dict[str, Any]
+) -> Optional[TransformComponent]:
     """The extractor, or for one release one made from the arguments that moved to `LLMTripletExtractor`."""
     llm = moved.pop("llm", None)
     llm = None if llm is None or is_default(llm) else resolve_llm(llm)
     if llm is None and not moved:
         return extractor
-    warnings.warn(
-        "GraphRAGTransform(llm=..., extract_prompt=..., num_workers=..., ...) is deprecated and will be removed in "
-        "the next release: the graph is built with no LLM call unless you ask for one, with "
-        "extractor=LLMTripletExtractor(llm=..., extract_prompt=..., num_workers=..., ...)",
-        FutureWarning, stacklevel=3,
-    )
+    warnings.warn(_MOVED, FutureWarning, stacklevel=3)
     if llm is None or extractor is not None:
         return extractor
     return LLMTripletExtractor(llm=llm, **moved)
 
 
-def _count(built: Dict[str, Dict[str, Any]], source: str, rows: List[Optional[List[Triplet]]]) -> None:
+def _count(built: Dict[str, Dict[str, Any]], source: str, rows: _Triplets) -> None:
     """Add the passages and triplets a source gave to `built`."""
     if rows:
         counts = built.setdefault(source, {"passages": 0, "triplets": 0})

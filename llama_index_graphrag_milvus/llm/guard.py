@@ -1,27 +1,12 @@
-"""LLM calls during an outage: each call waits at most a deadline, and a circuit breaker per LLM object
-stops calling it for a while after repeated failures.
+"""LLM calls during an outage, and how a sync form runs its async body (`run_sync`).
 
-An LLM client retries a failing endpoint on its own: LlamaIndex's `OpenAI` (`max_retries=3`) makes 3
-attempts of 4 requests each, with backoff, about 14 s before one `predict` fails against an endpoint
-that answers 500. The package cannot change the user's LLM object, and `predict` passes no per-call
-options to the client, so it bounds its own wait instead: every call is the LLM's blocking `predict`, run
-in a daemon thread and awaited with the step's deadline (`DEADLINES`); when the deadline passes the call
-is given up, left to finish in its thread, its answer dropped. The same for the sync forms (which run the
-async body in an event loop of their thread, `run_sync`) and the async ones, and a deadline that holds
-for an LLM whose own code blocks (a local model, a `CustomLLM`). An LLM's async client would be bound to
-the event loop of its first call: through OpenAI's with keep-alive, a call from another loop fails
-("Event loop is closed").
-
-The breaker (`LLMGuard`) belongs to the LLM object (`guard_of(llm)`): an outage is the endpoint's, and
-every step that calls that object (the retriever's NER and rerank, `LLMTripletExtractor`'s extraction, any
-number of retrievers built by `as_retriever()`) learns of it from the same breaker. It opens after
-`failures` consecutive failed calls, or at once after a call that ran out of its deadline (that call
-alone cost its caller the whole deadline; the next would too). While it is open, no call is made: the
-caller takes its no-LLM path at once. After `cooldown` seconds one trial call is let through; its
-success closes the breaker, its failure opens it again. An explicit ingest does not wait for the
-cooldown: its first extraction call is that trial (a probe), so that a re-run after an outage extracts
-as soon as the LLM is back. An unusable answer is not a failure here (the LLM answered), and neither
-is a request the server refused for its content (HTTP 400, 413, 422).
+Every call is the LLM's blocking `predict` in a daemon thread, awaited within its step's deadline
+(`DEADLINES`); past it the call is given up, left to finish, its answer dropped. The package cannot change
+the user's LLM object, whose client retries on its own (LlamaIndex's `OpenAI`: about 14 s before one
+`predict` fails against an endpoint that answers 500); and a thread serves sync and async forms alike,
+and an LLM whose own code blocks, where an async client would be bound to the event loop of its first
+call ("Event loop is closed" from another). A circuit breaker per LLM object (`LLMGuard`, `guard_of`)
+tells every step that calls that object (NER, rerank, extraction, every retriever) of an outage.
 """
 
 from __future__ import annotations
@@ -33,7 +18,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Coroutine, Dict, Optional, Set, TypeVar
+from typing import Any, Callable, Coroutine, Dict, NamedTuple, Optional, Set, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +34,16 @@ COOLDOWN = 30.0
 DEADLINES: Dict[str, Optional[float]] = {"ner": 4.0, "rerank": 15.0, "extraction": 30.0}
 #: HTTP statuses that refuse one request for its content: the LLM is up, and the breaker counts no failure.
 REQUEST_ERRORS = frozenset({400, 413, 422})
+
+_SKIPPED = (
+    "%s %s skipped: the circuit breaker is open after %d failed call(s) in a row, so no call is made for "
+    "%.0f s more (then one trial call); the no-LLM path stands. Further skipped calls are logged at DEBUG."
+)
+_TITLES = {"ner": "NER"}  # a step's name in the messages of `ask`
+_OPENED = (
+    "%s %s failed (%s), %d failed call(s) in a row: no %s call for the next %.0f s (NER, rerank and triplet "
+    "extraction take their no-LLM path at once%s), then one trial call."
+)
 
 
 class LLMUnavailable(Exception):
@@ -79,12 +74,16 @@ class _Flight:
 class LLMGuard:
     """The deadline of each step's calls to one LLM object, and the circuit breaker over them.
 
-    It opens after `failures` consecutive failed calls, after the first while the LLM has not answered
-    once (a call that fails from the start says it is unreachable, not that it blipped: with its
-    client's retries, that one call already failed a dozen times), and at once after a call that ran
-    out of its deadline. When it opens, the calls still in flight are no longer waited for (an async
-    one is cancelled). Thread-safe and async-safe: the state changes under a lock that no call holds
-    while it waits for the LLM.
+    The breaker opens after `failures` consecutive failed calls; after the first while the LLM has not
+    answered once (a call that fails from the start says it is unreachable: with its client's retries,
+    it already failed a dozen times); and at once after a call that ran out of its deadline (it cost its
+    caller the whole deadline; the next would too). When it opens, the calls in flight are no longer
+    waited for. While it is open no call is made: the caller takes its no-LLM path at once. After
+    `cooldown` seconds one trial call goes through: its success closes the breaker, its failure opens it
+    again. A probe (the first extraction call of an explicit ingest) is that trial before the cooldown
+    ends, so a re-run after an outage extracts as soon as the LLM is back. An unusable answer is no
+    failure (the LLM answered), nor is a request refused for its content (`REQUEST_ERRORS`).
+    Thread-safe and async-safe: the state changes under a lock that no call holds while it waits.
 
     Args:
         failures: Consecutive failed calls that open the breaker.
@@ -104,7 +103,8 @@ class LLMGuard:
         name: Optional[str] = None,
     ) -> None:
         if failures < 1 or cooldown < 0:
-            raise ValueError(f"failures must be at least 1 and cooldown at least 0, got {failures} and {cooldown}")
+            got = f"got {failures} and {cooldown}"
+            raise ValueError(f"failures must be at least 1 and cooldown at least 0, {got}")
         self.failures, self.cooldown, self.clock = failures, cooldown, clock
         self.name, self._named = name or "LLM", name is not None
         self.deadlines = {**DEADLINES, **(deadlines or {})}
@@ -129,24 +129,21 @@ class LLMGuard:
             return self._answered and self._failed == 0 and self._open_until is None
 
     async def call(self, step: str, fn: Callable[[], T], probe: bool = False) -> T:
-        """`fn()` (one blocking LLM call of `step`, e.g. `lambda: llm.predict(...)`) in a daemon thread,
-        awaited within the step's deadline. Raises `LLMUnavailable` when the breaker is open (`fn` is not
-        called) or the call failed or ran out of its deadline. A `probe` (the first call of an explicit
-        ingest) goes through an open breaker before its cooldown ends, as its trial call: a success
-        closes it, a failure opens it again."""
+        """`fn()`, one blocking LLM call of `step` ("ner", "rerank" or "extraction": it names the deadline),
+        in a daemon thread, awaited within the step's deadline. A `probe` goes through an open breaker before
+        its cooldown ends, as its trial call. Raises `LLMUnavailable` when the breaker is open (`fn` is not
+        called), or the call failed or ran out of its deadline."""
         flight = self._admit(step, probe)
-        deadline = self.deadlines.get(step)
         try:
-            value = await _in_thread(fn, deadline, flight)
+            value = await _in_thread(fn, self.deadlines.get(step), flight)
         except BaseException as exc:
-            error = self._failure(step, flight, exc, deadline)  # what the caller sees
+            error = self._failure(step, flight, exc)  # what the caller sees
             if error is exc:
                 raise
             raise error from exc
         self._succeeded(step, flight)
         return value
 
-    # the breaker --------------------------------------------------------------------------------
     def _admit(self, step: str, probe: bool = False) -> _Flight:
         """Let the call through, or raise `LLMUnavailable(skipped=True)` while the breaker is open (a probe
         goes through as its trial call unless one is in flight)."""
@@ -157,41 +154,44 @@ class LLMGuard:
                 self._trying = self._trying or flight.trial
                 self._flights.add(flight)
                 if flight.trial:
-                    why = "an explicit ingest" if now < self._open_until else f"{self.cooldown:.0f} s since the breaker opened"
+                    why = f"{self.cooldown:.0f} s since the breaker opened"
+                    why = "an explicit ingest" if now < self._open_until else why
                     logger.info("%s: %s; trying one %s call.", self.name, why, step)
                 return flight
             self._skipped += 1
             first, failed, wait = self._skipped == 1, self._failed, max(0.0, self._open_until - now)
-        logger.log(
-            logging.WARNING if first else logging.DEBUG,
-            "%s %s skipped: the circuit breaker is open after %d failed call(s) in a row, so no call is made for "
-            "%.0f s more (then one trial call); the no-LLM path stands. Further skipped calls are logged at DEBUG.",
-            self.name, step, failed, wait,
-        )
+        logger.log(logging.WARNING if first else logging.DEBUG, _SKIPPED, self.name, step, failed, wait)
         raise LLMUnavailable(f"not called: the circuit breaker of {self.name} is open", skipped=True)
 
     def _succeeded(self, step: str, flight: _Flight) -> None:
         with self._lock:
             self._flights.discard(flight)
             was_open, skipped = self._open_until is not None, self._skipped
-            self._answered, self._failed, self._open_until, self._trying, self._skipped = True, 0, None, False, 0
+            self._answered, self._failed, self._skipped = True, 0, 0
+            self._open_until, self._trying = None, False
         if was_open:
-            logger.warning("%s answered again (%s): LLM calls resume (%d were skipped meanwhile).", self.name, step, skipped)
+            message = "%s answered again (%s): LLM calls resume (%d were skipped meanwhile)."
+            logger.warning(message, self.name, step, skipped)
 
-    def _failure(self, step: str, flight: _Flight, exc: BaseException, deadline: Optional[float]) -> BaseException:
+    def _failure(self, step: str, flight: _Flight, exc: BaseException) -> BaseException:
         """Count a failed call; return the exception the caller raises."""
         if isinstance(exc, _Abandoned) or not isinstance(exc, Exception):  # cancelled: no verdict on the LLM
             with self._lock:
                 self._flights.discard(flight)
                 self._trying = self._trying and not flight.trial
             if isinstance(exc, _Abandoned):
-                return LLMUnavailable("not waited for: the circuit breaker opened while it was in flight", skipped=True)
+                why = "not waited for: the circuit breaker opened while it was in flight"
+                return LLMUnavailable(why, skipped=True)
             return exc
         if getattr(exc, "status_code", None) in REQUEST_ERRORS:  # refused for its content: the LLM is up
             self._succeeded(step, flight)
             return exc
         timed_out = isinstance(exc, _Deadline)
-        why = f"no answer within {deadline:g} s" if timed_out else f"{type(exc).__name__}: {exc}"
+        why = (
+            f"no answer within {self.deadlines.get(step):g} s"
+            if timed_out
+            else f"{type(exc).__name__}: {exc}"
+        )
         with self._lock:
             self._flights.discard(flight)
             self._failed += 1
@@ -203,15 +203,35 @@ class LLMGuard:
                 if not was_open:
                     self._skipped, stops = 0, [f.stop for f in self._flights if f.stop is not None]
         if opens and (trial or not was_open):
-            logger.warning(
-                "%s %s failed (%s), %d failed call(s) in a row: no %s call for the next %.0f s (NER, rerank and "
-                "triplet extraction take their no-LLM path at once%s), then one trial call.",
-                self.name, step, why, count, self.name, self.cooldown,
-                f"; {len(stops)} call(s) in flight are not waited for" if stops else "",
-            )
+            dropped = f"; {len(stops)} call(s) in flight are not waited for" if stops else ""
+            logger.warning(_OPENED, self.name, step, why, count, self.name, self.cooldown, dropped)
         for stop in stops:
             stop()
         return LLMUnavailable(f"{step} call failed: {why:.300}")
+
+
+class Answer(NamedTuple):
+    """What `ask` read from an LLM's answer (None: no usable answer), and whether the call gave none."""
+
+    value: Any
+    failed: bool = False
+
+
+async def ask(llm: Any, step: str, read: Callable, fallback: str, prompt: Any, **values: Any) -> Answer:
+    """`read` of the LLM's answer to `prompt` (formatted with `values`), asked under the LLM's guard. When
+    the call gives no answer, or `read` raises on it (the answer is unusable), that is logged with what
+    stands instead (`fallback`), and the value is None."""
+    answer, title = None, _TITLES.get(step, step)
+    try:
+        answer = await guard_of(llm).call(step, lambda: llm.predict(prompt, **values))
+        return Answer(read(answer))
+    except LLMUnavailable as exc:
+        level = logging.DEBUG if exc.skipped else logging.WARNING
+        logger.log(level, "LLM %s gave no answer (%s); %s.", title, exc, fallback)
+        return Answer(None, failed=True)
+    except Exception as exc:  # untrusted text: an unusable answer must not fail the step
+        logger.warning("LLM %s unusable (%s); %s. Answer: %.300r", title, exc, fallback, answer)
+        return Answer(None)
 
 
 async def _in_thread(fn: Callable[[], T], deadline: Optional[float], flight: _Flight) -> T:

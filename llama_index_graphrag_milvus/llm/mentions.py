@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import re
-from typing import Any, Callable, List, NamedTuple, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
+from llama_index_graphrag_milvus.llm.guard import Answer, ask
 from llama_index_graphrag_milvus.llm.parsing import parse_json_object, string_list
 from llama_index_graphrag_milvus.schema import entity_id, normalize_name
-
-logger = logging.getLogger(__name__)
 
 #: Words of a question read for known names; the rest is ignored (a question is not a document).
 MAX_QUESTION_WORDS = 512
@@ -52,7 +49,9 @@ def known_names(text: str, is_known: IsKnown, max_words: int = 6) -> List[str]:
     return list(dict.fromkeys(found))
 
 
-def _greedy(tokens: List[str], spans: List[tuple], join: Callable, is_known: IsKnown, skip: Any = None) -> List[str]:
+def _greedy(
+    tokens: List[str], spans: List[tuple], join: Callable, is_known: IsKnown, skip: Any = None
+) -> List[str]:
     """Left to right, the longest known span at each position (spans are (start, length))."""
     if not spans:
         return []
@@ -79,42 +78,18 @@ def read_mentions(answer: Any) -> List[str]:
     return list(dict.fromkeys(m.strip() for m in mentions if m.strip()))[:MAX_MENTIONS]
 
 
-class QuestionMentions(NamedTuple):
-    """The entities a question names, and whether the LLM's NER call failed (or was not made: its circuit
-    breaker is open). Then the known names stand, and the question's other LLM steps are skipped too."""
-
-    names: List[str]
-    llm_failed: bool = False
-
-
-async def llm_mentions(llm: LLM, prompt: PromptTemplate, query: str) -> Optional[List[str]]:
-    """The entities an LLM names in `query`: none when its answer is unusable (with a warning), None when
-    the call failed or was not made (`llm.guard`: a deadline, and a circuit breaker after failures)."""
-    answer: Optional[str] = None
-    try:
-        answer = await guard_of(llm).call("ner", lambda: llm.predict(prompt, query_str=query))
-        return read_mentions(answer)
-    except LLMUnavailable as exc:
-        logger.log(
-            logging.DEBUG if exc.skipped else logging.WARNING,
-            "LLM NER gave no answer (%s); the known entity names in the question stand, and the LLM rerank of "
-            "this question is skipped (the graph ranking stands).", exc,
-        )
-        return None
-    except Exception as exc:
-        logger.warning("LLM NER unusable (%s); the known entity names in the question stand. Answer: %.300r", exc, answer)
-        return []
-
-
 async def question_mentions(
     query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate
-) -> QuestionMentions:
+) -> Answer:
     """The entities a question names: with an LLM, its names first, then the known names it missed (they
     cost nothing); without one, or when its call failed, the known names alone (exactly what `llm=None`
-    gives)."""
+    gives). `Answer.failed` says the LLM's call gave no answer: the question's rerank is skipped too."""
     known = known_names(query, is_known)
-    by_llm = None if llm is None else await llm_mentions(llm, prompt, query)
-    if by_llm is None:
-        return QuestionMentions(known, llm_failed=llm is not None)
-    seen = {name.lower() for name in by_llm}
-    return QuestionMentions((by_llm + [name for name in known if name.lower() not in seen])[:MAX_MENTIONS])
+    if llm is None:
+        return Answer(known)
+    fallback = "the known entity names in the question stand (after no answer, its LLM rerank is skipped)"
+    by_llm, failed = await ask(llm, "ner", read_mentions, fallback, prompt, query_str=query)
+    if failed:
+        return Answer(known, failed=True)
+    seen = {name.lower() for name in by_llm or []}
+    return Answer([*(by_llm or []), *(name for name in known if name.lower() not in seen)][:MAX_MENTIONS])

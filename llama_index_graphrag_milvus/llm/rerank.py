@@ -7,18 +7,15 @@ does a call that failed, ran out of its deadline or was not made (`guard`: the L
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_graphrag_milvus.llm.guard import LLMUnavailable, guard_of
+from llama_index_graphrag_milvus.llm.guard import ask
 from llama_index_graphrag_milvus.llm.parsing import offered_ids, parse_json_object
 from llama_index_graphrag_milvus.schema import ScoredRelation
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -58,19 +55,12 @@ def parse_rerank_answer(
 async def llm_rerank(
     llm: LLM, prompt: PromptTemplate, query: str, candidates: Sequence[ScoredRelation], top_n: int
 ) -> RerankResult:
-    """Rerank with the one-shot chain-of-thought prompt."""
+    """Rerank with the one-shot chain-of-thought prompt; an unusable answer or none chooses nothing."""
     if not candidates:
         return RerankResult([])
-    answer: object = None
-    try:
-        lines = format_candidates(candidates)
-        answer = await guard_of(llm).call(
-            "rerank", lambda: llm.predict(prompt, query_str=query, relationships=lines, top_n=top_n)
-        )
-        return parse_rerank_answer(answer, candidates, top_n)  # type: ignore[arg-type]
-    except LLMUnavailable as exc:
-        level = logging.DEBUG if exc.skipped else logging.WARNING
-        logger.log(level, "LLM rerank gave no answer (%s); the ranking without it stands.", exc)
-    except Exception as exc:  # a garbled answer must not fail retrieval
-        logger.warning("LLM rerank unusable (%s); the ranking without it stands. Answer: %.300r", exc, answer)
-    return RerankResult([])
+    lines, read = format_candidates(candidates), lambda answer: parse_rerank_answer(answer, candidates, top_n)
+    fallback = "the ranking without it stands"
+    picked, _ = await ask(
+        llm, "rerank", read, fallback, prompt, query_str=query, relationships=lines, top_n=top_n
+    )
+    return picked or RerankResult([])

@@ -1,14 +1,5 @@
 """Which LLM the graph steps use: the one given, else LlamaIndex's `Settings.llm`, and `None` for none.
-
-    resolve_llm(OpenAI(model="gpt-4o-mini"))   # that LLM
-    resolve_llm(None)                          # None: no LLM, explicitly (as `Settings.llm = None` does)
-    resolve_llm("default")                     # Settings.llm if you set it, else OpenAI if OPENAI_API_KEY
-                                               # is set, else None
-
-As `embeddings.resolve_embed_model` does for the embedder, `"default"` follows LlamaIndex's conventions
-without ever building OpenAI when no key is set: with neither `Settings.llm` nor OPENAI_API_KEY, it is
-None and the graph steps run offline (co-occurrence triplets, known-name NER, graph rerank).
-"""
+As `embeddings.resolve_embed_model` does for the embedder, OpenAI is never built when no key is set."""
 
 from __future__ import annotations
 
@@ -30,49 +21,40 @@ LLMType = Union[LLM, None, str]
 def resolve_llm(llm: LLMType = DEFAULT) -> Optional[LLM]:
     """The LLM `llm` stands for, or None for no LLM.
 
-    - an `LLM` instance: itself;
-    - None: None, no LLM (in LlamaIndex, `Settings.llm = None` disables the LLM the same way);
-    - `"default"`: `Settings.llm` if you set it (not to None: LlamaIndex turns that into a `MockLLM`,
-      read here as no LLM), else `Settings.llm` (OpenAI) if OPENAI_API_KEY is set, else None. OpenAI is
-      never built without a key.
+    Args:
+        llm: An `LLM` instance: itself. None: no LLM (as `Settings.llm = None` disables it in LlamaIndex).
+            `"default"`: `Settings.llm` if you set it (not to None: LlamaIndex turns that into a `MockLLM`,
+            read here as no LLM), else `Settings.llm` (OpenAI) if OPENAI_API_KEY is set, else None.
 
-    Anything else (a model name, an LLM class, ...) is refused with a TypeError naming the fix.
+    Raises:
+        TypeError: Anything else (a model name, an LLM class, ...), with the fix.
     """
-    if llm is None:
-        return None
-    if isinstance(llm, LLM):
+    if llm is None or isinstance(llm, LLM):
         return llm
     if is_default(llm):
-        return _settings_llm()
-    raise TypeError(_not_an_llm(llm))
+        from llama_index.core import Settings
+
+        if Settings._llm is None and not os.environ.get("OPENAI_API_KEY"):
+            return None  # Settings.llm would build OpenAI with no key: no LLM instead
+        llm = Settings.llm
+        return None if type(llm) is MockLLM else llm  # what `Settings.llm = None` makes; not its subclasses
+    if isinstance(llm, str):
+        fix = f"pass an LLM object, e.g. llm=OpenAI(model={llm!r:.80}), or llm=None for no LLM"
+        raise TypeError(
+            f"llm must be a LlamaIndex LLM, None or {DEFAULT!r}, got the string {llm!r:.80}: {fix}"
+        )
+    if isinstance(llm, type):
+        fix = (
+            f"create one, e.g. llm={llm.__name__}(model=...)"
+            if issubclass(llm, LLM)
+            else "pass an LLM object"
+        )
+        got = f"got the class {llm.__name__}: {fix}, or llm=None for no LLM"
+        raise TypeError(f"llm must be a LlamaIndex LLM instance, {got}")
+    got = f"None for no LLM or {DEFAULT!r} for Settings.llm, got {type(llm).__name__} {llm!r:.80}"
+    raise TypeError(f"llm must be a LlamaIndex LLM (e.g. llm=OpenAI(model=...)), {got}")
 
 
 def is_default(llm: object) -> bool:
     """Whether `llm` is the `DEFAULT` marker (follow `Settings.llm`)."""
     return isinstance(llm, str) and llm == DEFAULT
-
-
-def _settings_llm() -> Optional[LLM]:
-    """`Settings.llm` when it is set or OpenAI is usable, without resolving the OpenAI default otherwise."""
-    from llama_index.core import Settings
-
-    if Settings._llm is None and not os.environ.get("OPENAI_API_KEY"):
-        return None  # Settings.llm would build OpenAI with no key: no LLM instead
-    llm = Settings.llm
-    return None if type(llm) is MockLLM else llm  # what `Settings.llm = None` makes; not its subclasses
-
-
-def _not_an_llm(value: object) -> str:
-    if isinstance(value, str):
-        return (
-            f"llm must be a LlamaIndex LLM, None or {DEFAULT!r}, got the string {value!r:.80}: pass an LLM "
-            f"object, e.g. llm=OpenAI(model={value!r:.80}), or llm=None for no LLM"
-        )
-    if isinstance(value, type):
-        name = value.__name__
-        fix = f"create one, e.g. llm={name}(model=...)" if issubclass(value, LLM) else "pass an LLM object"
-        return f"llm must be a LlamaIndex LLM instance, got the class {name}: {fix}, or llm=None for no LLM"
-    return (
-        f"llm must be a LlamaIndex LLM (e.g. llm=OpenAI(model=...)), None for no LLM or {DEFAULT!r} for "
-        f"Settings.llm, got {type(value).__name__} {value!r:.80}"
-    )
