@@ -214,9 +214,7 @@ class GraphRAGRetriever(BaseRetriever):
         vectors = await _mention_vectors(store, run.mentions) if run.mentions else []
         run.seed_entities = [e for hits in store.search_entities(vectors, self.entity_top_k) for e in hits]
         names, by_llm = [f"{e.name} ({e.score:.3f})" for e in run.seed_entities], llm is not None
-        _emit(
-            ev.GraphRAGEntitySearchEvent, run, t0, mentions=list(run.mentions), entities=names, by_llm=by_llm
-        )
+        _emit(ev.GraphRAGEntitySearchEvent, run, t0, mentions=[*run.mentions], entities=names, by_llm=by_llm)
         return failed
 
     @dispatcher.span
