@@ -164,13 +164,11 @@ class GraphRAGRetriever(BaseRetriever):
         return (await self.atrace(query_bundle)).nodes
 
     def trace(self, query: QueryBundle | str) -> Retrieval:
-        """Retrieve, and return every step: mentions, seeds, candidates, chosen relations, passages.
+        """Retrieve, and return the record of every step: mentions, seeds, candidates, chosen relations,
+        passages (`nodes`, what `retrieve` returns).
 
         Args:
             query: The question, as text or a `QueryBundle` (whose embedding is used when it has one).
-
-        Returns:
-            The record of the retrieval; its `nodes` are what `retrieve` returns.
         """
         return run_sync(self.atrace(query))
 
@@ -204,7 +202,6 @@ class GraphRAGRetriever(BaseRetriever):
 
         return Explanation.of(await self.atrace(query), self.store)
 
-    # the steps: each a span, each sends its event --------------------------------------------------
     @dispatcher.span
     async def _entity_search(self, run: Retrieval) -> bool:
         """The entities the question names (LLM NER or known names), and the nearest entities to each;
