@@ -142,9 +142,7 @@ class GraphRAGTransform(TransformComponent):
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         triplets = self._given(nodes)
         todo = [i for i, t in enumerate(triplets) if t is None]
-        if todo:
-            await self._extract(nodes, triplets, todo)
-        free = self._by_free_extractor(nodes, todo)
+        free = await self._extract(nodes, triplets, todo) if todo else []
         linked = await asyncio.to_thread(self._with_text_links, nodes, triplets, free)
         self._report(nodes, triplets, linked, todo, free)
         await self.store.aadd(nodes, linked)  # it also rewrites a passage whose pending mark alone changed
@@ -163,8 +161,10 @@ class GraphRAGTransform(TransformComponent):
             triplets.append(given_triplets(node, self.triplets_key))
         return triplets
 
-    async def _extract(self, nodes: Sequence[BaseNode], triplets: _Triplets, todo: List[int]) -> None:
-        """The extractor's triplets for the nodes at `todo` (they carry none), in `triplets` and metadata."""
+    async def _extract(self, nodes: Sequence[BaseNode], triplets: _Triplets, todo: List[int]) -> List[int]:
+        """The extractor's triplets for the nodes at `todo` (they carry none), in `triplets` and metadata;
+        return the nodes whose triplets `CooccurrenceExtractor` gave: as the default extractor, or as an
+        LLM extractor's fallback (the nodes without an LLM extraction's digest)."""
         extractor = self.extractor or CooccurrenceExtractor(triplets_key=self.triplets_key)
         for i in todo:
             nodes[i].metadata.pop(EXTRACTION_KEY, None)  # an LLM extraction of another input: not this node's
@@ -180,10 +180,6 @@ class GraphRAGTransform(TransformComponent):
             exclude_from_content(nodes[i], self.triplets_key)
             triplets[i] = given_triplets(nodes[i], self.triplets_key) or []
             nodes[i].metadata[self.triplets_key] = as_metadata(triplets[i])
-
-    def _by_free_extractor(self, nodes: Sequence[BaseNode], todo: List[int]) -> List[int]:
-        """The nodes at `todo` whose triplets `CooccurrenceExtractor` gave: the default extractor, or an LLM
-        extractor's fallback (the nodes without an LLM extraction's digest)."""
         if self._free:
             return todo
         return [i for i in todo if EXTRACTION_KEY not in nodes[i].metadata] if self.extracts_with_llm else []
