@@ -91,5 +91,6 @@ async def question_mentions(
     by_llm, failed = await ask(llm, "ner", read_mentions, fallback, prompt, query_str=query)
     if failed:
         return Answer(known, failed=True)
-    seen = {name.lower() for name in by_llm or []}
-    return Answer([*(by_llm or []), *(name for name in known if name.lower() not in seen)][:MAX_MENTIONS])
+    by_llm = by_llm or []  # an unusable answer names none
+    seen = {name.lower() for name in by_llm}
+    return Answer((by_llm + [name for name in known if name.lower() not in seen])[:MAX_MENTIONS])
