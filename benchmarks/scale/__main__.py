@@ -57,13 +57,8 @@ def _in_child(target: Target, size: int, mode: str, prefix: str, args: argparse.
         str(args.seed),
         "--queries",
         str(args.queries),
-        "--reads",
-        target.where,
-        "lite" if target.lite else "server",
-        str(size),
-        mode,
-        prefix,
     ]
+    command += ["--reads", target.where, "lite" if target.lite else "server", str(size), mode, prefix]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     return json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
@@ -146,41 +141,49 @@ def _f(value: Any, pattern: str) -> str:
     return pattern.format(value) if value is not None else "–"
 
 
+_MEMORY = (
+    "memory.store_less_vectors_bytes_per_relation",
+    "memory.open_from_snapshot.store_bytes_per_relation less the vector cache",  # entries of earlier versions
+)
+#: The table's columns: a header, and for each figure in it a format and the paths it may be found at.
+COLUMNS = [
+    ("ingest (rel/s)", [("{:,.0f}", "ingest.relations_per_s")]),
+    ("raw insert (rel/s)", [("{:,.0f}", "raw_insert.relations_per_s")]),
+    ("ingest / raw", [("{:.2f}×", "ingest_over_raw")]),
+    ("bulk_load / raw", [("{:.2f}×", "bulk_over_raw")]),
+    (
+        "retrieval p50 memory / milvus (ms)",
+        [
+            ("{:.1f}", "modes.memory.retrieval.ms.p50", "retrieval.ms.p50"),
+            ("{:.1f}", "modes.milvus.retrieval.ms.p50"),
+        ],
+    ),
+    (
+        "expansion d=1 / d=2 p50 (ms)",
+        [("{:.2f}", "expansion.degree_1.ms.p50"), ("{:.2f}", "expansion.degree_2.ms.p50")],
+    ),
+    (
+        "open: snapshot / rows (s)",
+        [
+            ("{:.2f}", "open.from_snapshot.with_graph_s", "open.from_snapshot.open_total_s"),
+            ("{:.2f}", "open.from_milvus_rows.with_graph_s", "open.from_milvus.open_total_s"),
+        ],
+    ),
+    ("store B/rel less vectors", [("{:.0f}", *_MEMORY)]),
+]
+
+
 def table(results: Dict[str, Any]) -> str:
     """The headline figures, one row per entry (entries of earlier versions show what they hold)."""
     rows = [
-        "| entry | where | ingest | raw insert | ingest / raw | bulk_load / raw | retrieval p50 memory / milvus "
-        "| expansion d=1 / d=2 p50 | open: snapshot / rows | adjacency B/rel |",
-        "|" + "---|" * 10,
+        "| entry | where | " + " | ".join(h for h, _ in COLUMNS) + " |",
+        "|" + "---|" * (len(COLUMNS) + 2),
     ]
     for key, e in sorted(results.items(), key=lambda kv: (kv[1]["size"], kv[0])):
-        rows.append(
-            "| "
-            + " | ".join(
-                [
-                    key,
-                    e.get("where", "Milvus Lite"),
-                    _f(_get(e, "ingest.relations_per_s"), "{:,.0f} rel/s"),
-                    _f(_get(e, "raw_insert.relations_per_s"), "{:,.0f} rel/s"),
-                    _f(e.get("ingest_over_raw"), "{:.2f}×"),
-                    _f(e.get("bulk_over_raw"), "{:.2f}×"),
-                    f"{_f(_get(e, 'modes.memory.retrieval.ms.p50', 'retrieval.ms.p50'), '{:.1f}')} / "
-                    f"{_f(_get(e, 'modes.milvus.retrieval.ms.p50'), '{:.1f}')} ms",
-                    f"{_f(_get(e, 'expansion.degree_1.ms.p50'), '{:.2f}')} / {_f(_get(e, 'expansion.degree_2.ms.p50'), '{:.2f}')} ms",
-                    f"{_f(_get(e, 'open.from_snapshot.with_graph_s', 'open.from_snapshot.open_total_s'), '{:.2f}')} / "
-                    f"{_f(_get(e, 'open.from_milvus_rows.with_graph_s', 'open.from_milvus.open_total_s'), '{:.2f}')} s",
-                    _f(
-                        _get(
-                            e,
-                            "memory.adjacency_bytes_per_relation (the rest: ids, edges, names, synonyms, sparse graph)",
-                            "memory.open_from_snapshot.store_bytes_per_relation less the vector cache",
-                        ),
-                        "{:.0f} B",
-                    ),
-                ]
-            )
-            + " |"
-        )
+        cells = [
+            " / ".join(_f(_get(e, *paths), pattern) for pattern, *paths in figures) for _, figures in COLUMNS
+        ]
+        rows.append(f"| {key} | {e.get('where', 'Milvus Lite')} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -189,18 +192,18 @@ def at_scale(entry: Dict[str, Any], relations: float = 1e9) -> str:
     (one writer on the same machine; the memory mode's adjacency in one process)."""
     corpus, k = entry["corpus"], relations / entry["size"]
     lines = [
-        f"At {relations:.0e} relations, from the {entry['size']:,}-relation entry ({entry.get('where')}) scaled "
+        f"At {relations:.0e} relations, from the {entry['size']:,}-relation entry ({entry.get('where', 'Milvus Lite')}) scaled "
         f"linearly: {corpus['entities'] * k:.2g} entities, {corpus['passages'] * k:.2g} passages"
     ]
     for name in ("ingest", "raw_insert", "bulk_load"):
         rate = _get(entry, f"{name}.relations_per_s")
         if rate:
             lines.append(f"- {name} at {rate:,.0f} relations/s: {relations / rate / 86400:,.1f} days")
-    per = _get(
-        entry, "memory.adjacency_bytes_per_relation (the rest: ids, edges, names, synonyms, sparse graph)"
-    )
+    per = _get(entry, *_MEMORY)
     if per:
-        lines.append(f"- in-memory adjacency at {per:.0f} B a relation: {per * relations / 1e9:,.0f} GB")
+        lines.append(
+            f"- the store in memory, less vectors, at {per:.0f} B a relation: {per * relations / 1e9:,.0f} GB"
+        )
     return "\n".join(lines)
 
 
@@ -210,27 +213,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sizes", default="1e3,1e4", help="relations per corpus, comma separated")
     p.add_argument(
-        "--server", action="store_true", help="on Milvus 2.3.5 standalone in a private network namespace"
+        "--server", action="store_true", help="on Milvus 2.3.5 standalone (private network namespace)"
     )
-    p.add_argument(
-        "--out", default="benchmarks/results/scale.json", help="the results file (entries merge into it)"
-    )
-    p.add_argument(
-        "--modes", default="memory,milvus", help="adjacency modes to read in, each in its own process"
-    )
+    p.add_argument("--out", default="benchmarks/results/scale.json", help="results file (entries merge)")
+    p.add_argument("--modes", default="memory,milvus", help="adjacency modes, each read in its own process")
     p.add_argument("--queries", type=int, default=100, help="retrievals a mode")
     p.add_argument("--node-batch", type=int, default=1000, help="TextNodes a transform call")
     p.add_argument("--batch-size", type=int, default=256, help="MilvusGraphStore(batch_size=...)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db-root", help="Lite: where the database files go (default: a temporary directory)")
     p.add_argument("--data-dir", help="server: its data directory, kept (default: a temporary one)")
-    p.add_argument(
-        "--keep", action="store_true", help="keep the ingested store (under --db-root or --data-dir)"
-    )
+    p.add_argument("--keep", action="store_true", help="keep the ingested store (--db-root, --data-dir)")
     p.add_argument("--report", action="store_true", help="only print the table of --out")
-    p.add_argument(
-        "--reads", nargs=5, help=argparse.SUPPRESS
-    )  # WHERE lite|server SIZE MODE PREFIX: one child
+    p.add_argument("--reads", nargs=5, help=argparse.SUPPRESS)  # child: WHERE lite|server SIZE MODE PREFIX
     return p
 
 
