@@ -1,7 +1,7 @@
 """Writing the corpus three ways, each into fresh collections: through `GraphRAGTransform` (the ingest),
 as a raw insert of the same rows (the floor Milvus sets), and through `store.bulk_load` where the store
-has one. Every time ends with a flush of the collections written (on Milvus Lite it seals the rows, and
-a search needs it; its share is reported apart) and leaves out building the TextNodes and opening the store.
+has one. Every time leaves out building the TextNodes and opening the store; on Milvus Lite it ends with a
+flush of the collections written (which seals the rows, as a search needs; its share is reported apart).
 
 The raw insert builds the rows the transform writes with the package's own row code (`ingest/rows.py`:
 triplets kept out of the embedded text, checked rows, embeddings with the same embedder; the adjacency
@@ -173,7 +173,7 @@ def raw_insert(target: Target, prefix: str, corpus: Corpus, batch_size: int) -> 
             for batch in chunked(kind_rows, INSERT_BATCH):
                 client.insert(names[kind], batch)
         inserted = time.perf_counter()
-        for kind in rows:
+        for kind in rows if target.lite else ():  # as `store.flush()`: a server seals by itself
             client.flush(names[kind])
         done = time.perf_counter()
     finally:
