@@ -1,5 +1,6 @@
 # make demo: set up and run the offline demo; make test: set up and run the tests.
 # make bench: the recall benchmark on the dev sets in $(DATA); make wheel-check: the wheel outside the checkout.
+# make docs: build the documentation site (mkdocs --strict) into site/.
 PYTHON ?= python3
 DATA   ?= ../shared/data
 VENV   := .venv
@@ -7,7 +8,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test bench wheel-check clean
+.PHONY: setup demo test bench docs wheel-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +29,15 @@ test: setup
 bench: setup
 	$(BIN)/graphrag-milvus eval --data $(DATA)/musique $(DATA)/hotpotqa $(DATA)/wiki2 --out benchmarks/results/recall
 
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 wheel-check:
 	PYTHON=$(PYTHON) .ci/wheel_smoke.sh
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache site

@@ -10,6 +10,8 @@ from typing import Any, List, Optional
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+__all__ = ["HashEmbedding", "local_embed_model"]
+
 #: The dimension of the bundled MiniLM's vectors.
 LOCAL_EMBED_DIM = 384
 

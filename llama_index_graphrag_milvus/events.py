@@ -19,7 +19,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 class GraphRAGStepEvent(BaseEvent):
     """A step of a Graph RAG retrieval ended.
 
-    Args:
+    Attributes:
         query: The question.
         duration_ms: Wall time of the step, in milliseconds.
     """
@@ -35,7 +35,7 @@ class GraphRAGStepEvent(BaseEvent):
 class GraphRAGEntitySearchEvent(GraphRAGStepEvent):
     """The entities named in the question (LLM NER or known names) and the entities found for them.
 
-    Args:
+    Attributes:
         mentions: The names taken from the question.
         entities: The seed entities found, as "name (cosine)".
         by_llm: Whether an LLM named the mentions.
@@ -53,7 +53,7 @@ class GraphRAGEntitySearchEvent(GraphRAGStepEvent):
 class GraphRAGRelationSearchEvent(GraphRAGStepEvent):
     """The relations nearest to the question (seed relations).
 
-    Args:
+    Attributes:
         relation_ids: Their ids, best first (their text is looked up later, for the chosen ones only).
         scores: Their cosine similarity to the question.
     """
@@ -69,7 +69,7 @@ class GraphRAGRelationSearchEvent(GraphRAGStepEvent):
 class GraphRAGDenseSearchEvent(GraphRAGStepEvent):
     """The passages nearest to the question (plain dense retrieval, a seed of the graph ranking).
 
-    Args:
+    Attributes:
         passage_ids: Best first.
         scores: Their cosine similarity to the question.
     """
@@ -85,7 +85,7 @@ class GraphRAGDenseSearchEvent(GraphRAGStepEvent):
 class GraphRAGExpansionEvent(GraphRAGStepEvent):
     """The seeds expanded over the graph into candidate relations.
 
-    Args:
+    Attributes:
         expansion_degree: Degrees of expansion.
         reached: Relations reached by the expansion.
         candidates: Candidates kept (the `max_candidate_relations` most similar to the question).
@@ -103,7 +103,7 @@ class GraphRAGExpansionEvent(GraphRAGStepEvent):
 class GraphRAGRerankEvent(GraphRAGStepEvent):
     """The candidates reranked and the passages ordered.
 
-    Args:
+    Attributes:
         reranker: "llm", or the graph ranking used without one ("chain", "ppr", "similarity").
         chosen: The chosen relations, best first, as "subject —[predicate]→ object".
         thought_process: The LLM's reasoning, when an LLM reranked and gave one.
@@ -121,7 +121,7 @@ class GraphRAGRerankEvent(GraphRAGStepEvent):
 class GraphRAGPassagesEvent(GraphRAGStepEvent):
     """The top passages fetched and mapped to the relations that chose them.
 
-    Args:
+    Attributes:
         passage_ids: The passages returned, in order (store passage ids).
         relations: For each, the relations that selected it.
     """

@@ -120,15 +120,15 @@ class GraphRAGIndex(BaseIndex[IndexLPG]):
         callback_manager: Optional[CallbackManager] = None,
         **store_kwargs: Any,
     ) -> "GraphRAGIndex":
-        """Ingest documents and return their index.
+        """Ingest documents and return their index; the other arguments are as in `GraphRAGIndex` (the
+        ingest makes no LLM call unless `extractor=LLMTripletExtractor(llm=...)`).
 
         Args:
             documents: The documents; triplets in `metadata["triplets"]` are used as given.
             store: The store to write to. Defaults to `MilvusGraphStore(embed_model=embed_model,
                 **store_kwargs)`: Milvus Lite at ./graphrag_milvus.db, its collections kept if they exist.
-            llm, extractor, transformations, show_progress, callback_manager: As in `GraphRAGIndex`. The
-                ingest makes no LLM call unless `extractor=LLMTripletExtractor(llm=...)`.
-            embed_model, **store_kwargs: For the default store only (`uri`, `collection_prefix`, ...).
+            embed_model: For the default store only.
+            **store_kwargs: For the default store only (`uri`, `collection_prefix`, ...).
         """
         own_step = bool(transformations) and isinstance(list(transformations)[-1], GraphRAGTransform)
         if store is None and not own_step:

@@ -1,25 +1,24 @@
-"""Scale benchmark of the graph part: ingest, open, memory, expansion and retrieval latency.
+"""Scale benchmark: ingest against a raw insert of the same rows, and retrieval, expansion, open and memory,
+on a synthetic corpus of a given number of relations.
 
-    python -m benchmarks.scale --sizes 1e3,1e4,1e5,1e6 --out benchmarks/results/scale.json
-    python -m benchmarks.scale --sizes 1e3,1e4 --shape issue10 --out /tmp/scale_issue10.json
+    python -m benchmarks.scale --sizes 1e4,1e5                # Milvus Lite
+    python -m benchmarks.scale --sizes 1e4,1e5 --server       # Milvus 2.3.5 standalone, private network namespace
+    python -m benchmarks.scale --report                       # the table of benchmarks/results/scale.json
 
-For each size (the number of distinct relations) a seeded synthetic corpus is generated (`corpus`: shape
-"default", 3–10 triplets a passage, or "issue10", 6 a passage and questions naming two entities, run
-with expansion_degree=2), ingested through `GraphRAGTransform` into a fresh Milvus Lite store (`ingest`),
-and measured (`measure`):
+For each size a seeded corpus is drawn (`corpus.py`: power-law entity degrees, 3–10 triplets a passage),
+embedded with a 32-dim hash embedding so that the embedder is not what is measured, and written three
+ways into fresh collections (`writes.py`): through `GraphRAGTransform` (the ingest, 1,000 TextNodes a
+call), as a raw `MilvusClient.insert` of the same rows built by the package's row code, embedding
+included (the floor Milvus sets), and through `store.bulk_load` when the store has one. Reported:
+relations/s of each and the ratios ingest / raw and bulk_load / raw.
 
-- ingest throughput, split into embedding (a 32-dim `HashEmbedding`, so the embedder is not what is
-  measured), Milvus upserts and the rest (our Python and LlamaIndex's node handling);
-- reopening the store, from the rows in Milvus and from the snapshot file saved on close;
-- memory: tracemalloc around opening a store (from either source), per relation, with Milvus Lite's
-  share (it serves from this process) apart, and the in-memory adjacency's structures one by one;
-- expansion latency at degrees 1 and 2 with ~3 entity and ~3 relation seeds, and the candidate set size;
-- whole retrieval latency with no LLM (`GraphRAGRetriever.retrieve`, a precomputed query embedding,
-  `--degree`), split by step from the retriever's instrumentation events;
-- a write, then reads (what a write costs the next retrieval);
-- the reference notebook's algorithm side by side (`reference`), where it fits in ~2 GB and ~5 minutes.
+The ingested store is then read (`reads.py`), each adjacency mode (memory, milvus) in a fresh process:
+open time, the client's resident memory above an empty store, retrieval latency (100 questions naming
+an entity, precomputed embeddings, `similarity_top_k=10`, no LLM), Milvus calls a retrieval, whether the
+two modes return the same top 10, and the in-memory adjacency's degree-1 / degree-2 expansion. On Lite
+also: open from Milvus' rows against the snapshot file, and the Python heap an open retains per relation.
 
-Results merge into the JSON file (one entry per size and variant), with a log-log PNG of the cost curves
-next to it and a summary table on stdout (`report`). Every use of the package's internals is in
-`internals`. Time ratios matter more than absolute times: the machine is shared.
+Entries merge into the results file by size (`-server` on the server); the table, and a linear
+extrapolation of the largest entry's rates to 10^9 relations, go to stdout. The machine is shared:
+read ratios measured in one run rather than absolute times.
 """

@@ -1,308 +1,285 @@
-"""python -m benchmarks.scale --sizes 1e3,1e4 [--shape issue10] [--degree 2] --out results.json"""
+"""python -m benchmarks.scale --sizes 1e4,1e5 [--server] [--out benchmarks/results/scale.json]  (see __init__)"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import math
 import os
+import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-import numpy as np  # noqa: E402
 
 import benchmarks.scale as package  # noqa: E402
-from benchmarks.scale import measure, report  # noqa: E402
-from benchmarks.scale.common import STORE_KWARGS, fmt_size, log, remove_db  # noqa: E402
-from benchmarks.scale.corpus import SHAPES, Corpus, corpus_stats, make_corpus, query_seeds  # noqa: E402
-from benchmarks.scale.ingest import FIT_KEY, estimate_ingest_s, ingest, profile_ingest  # noqa: E402
-from benchmarks.scale.reference import reference_benchmark  # noqa: E402
+from benchmarks import server as milvus_server  # noqa: E402
+from benchmarks.scale.corpus import corpus_stats, make_corpus  # noqa: E402
+from benchmarks.scale.reads import heap, open_sources, reads  # noqa: E402
+from benchmarks.scale.writes import DIM, Target, bulk_load, ingest, log, raw_insert  # noqa: E402
+from llama_index_graphrag_milvus import MilvusGraphStore  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _estimate_skip(
-    size: int, args: argparse.Namespace, results: Dict[str, Any], entry: Dict[str, Any]
-) -> Optional[str]:
-    """Why not to ingest this size: the ingest estimated from the previous sizes (same variant first)."""
-    prev = [r for r in results.values() if r.get("ingest") and r["size"] < size]
-    prev = [r for r in prev if report.variant(r) == args.variant] or prev
-    if not prev:
-        return None
-    last = max(prev, key=lambda r: r["size"])
-    linear = size / last["ingest"]["relations_per_s"]
-    fit = last["ingest"].get(FIT_KEY)
-    fitted = estimate_ingest_s(fit, size) if fit else None
-    entry["ingest_estimate_s"] = {
-        "from": last["size"],
-        "linear (constant relations/s)": round(linear, 1),
-        "batch-time fit (batch time grows with the store)": round(fitted, 1) if fitted else None,
+def fmt_size(n: int) -> str:
+    exp = int(round(math.log10(n)))
+    return f"1e{exp}" if 10**exp == n else str(n)
+
+
+def settle(uri: str, prefix: str, timeout_s: float = 3600) -> float:
+    """Server: wait until every row of the prefix's collections is indexed (a server still indexing
+    serves searches and lookups at half speed or worse); the seconds waited."""
+    from pymilvus import MilvusClient
+
+    client, start = MilvusClient(uri), time.perf_counter()
+    names = [n for n in client.list_collections() if n.startswith(prefix + "_")]
+    while time.perf_counter() - start < timeout_s:
+        if not any(client.describe_index(n, "embedding").get("pending_index_rows", 0) for n in names):
+            break
+        time.sleep(10)
+    client.close()
+    return round(time.perf_counter() - start, 1)
+
+
+def _in_child(target: Target, size: int, mode: str, prefix: str, args: argparse.Namespace) -> Dict[str, Any]:
+    """`reads` in a fresh process, so that its resident memory is its own."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.scale",
+        "--seed",
+        str(args.seed),
+        "--queries",
+        str(args.queries),
+    ]
+    command += ["--reads", target.where, "lite" if target.lite else "server", str(size), mode, prefix]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(lines[-1][7:]) if lines else {"error": done.stderr[-2000:]}
+
+
+def run_size(size: int, target: Target, args: argparse.Namespace) -> Dict[str, Any]:
+    """Ingest, raw insert and bulk load of one size side by side, then the reads of the ingested store."""
+    corpus = make_corpus(size, args.seed)
+    prefix = f"s{fmt_size(size)}"
+    entry: Dict[str, Any] = {
+        "size": size,
+        "where": "Milvus Lite" if target.lite else "Milvus 2.3.5 standalone",
+        "corpus": corpus_stats(corpus),
     }
-    estimate = max(linear, fitted or 0.0)
-    if estimate <= args.max_ingest_minutes * 60 or args.force:
-        return None
-    return (
-        f"ingest estimated at {estimate / 60:.0f} min (> {args.max_ingest_minutes} min) from the batch times at "
-        f"{last['size']} relations ({last['ingest']['relations_per_s']:.0f} relations/s overall there, "
-        f"{linear / 60:.0f} min if that held); rerun with --force"
-    )
-
-
-def _ingest_step(
-    corpus: Corpus, path: Path, args: argparse.Namespace, entry: Dict[str, Any]
-) -> Optional[str]:
-    """Ingest (and profile, at --profile-size); why the rest is not measured, if it is not."""
-    size = corpus.size
-    budget = args.ingest_budget_minutes or args.max_ingest_minutes
-    log(f"size {size}: ingest into {path} (budget {budget} min)")
-    entry["ingest"] = done = ingest(corpus, path, args.node_batch, args.batch_size, budget_s=budget * 60)
+    log(f"{size}: corpus {entry['corpus']}")
+    entry["ingest"] = ingest(target, prefix, corpus, args.node_batch, args.batch_size)
+    entry["raw_insert"] = raw_insert(target, f"raw_{prefix}", corpus, args.batch_size)
+    entry["ingest_over_raw"] = round(entry["ingest"]["seconds"] / entry["raw_insert"]["seconds"], 2)
     log(
-        f"size {size}: ingest {done['seconds']} s, {done['relations_per_s']} rel/s, split {done['split_share']}"
+        f"{size}: ingest {entry['ingest']['relations_per_s']} rel/s, raw insert {entry['raw_insert']['relations_per_s']}"
+        f" rel/s: {entry['ingest_over_raw']}x"
     )
-    if "stopped_early" in done:
-        stop = done["stopped_early"]
-        return (
-            f"ingest stopped after {done['seconds'] / 60:.0f} min (budget {budget} min) at "
-            f"{stop['relations_ingested']} of {size} relations; estimated total "
-            f"{(stop['estimated_total_s (batch-time fit)'] or 0) / 60:.0f} min (batch-time fit), "
-            f"{stop['estimated_total_s (constant rate so far)'] / 60:.0f} min (constant rate); rest not measured"
-        )
-    if args.profile_size == size:
-        log(f"size {size}: cProfile of a second ingest")
-        out = Path(args.out)
-        entry["ingest_profile"] = profile_ingest(
-            corpus,
-            args.db_root / f"profile_{fmt_size(size)}.db",
-            args.node_batch,
-            args.batch_size,
-            out.parent / f"{out.stem}_ingest_profile_{fmt_size(size)}.prof",
-        )
-        log(f"size {size}: profile buckets {entry['ingest_profile']['buckets_share']}")
-    return None
-
-
-def _memory_step(path: Path, size: int, args: argparse.Namespace) -> Dict[str, Any]:
-    """Memory retained on open, from the snapshot file, and from Milvus rows up to --memory-from-milvus-max-size
-    (tracing an open from the rows is ~40x slower than the open)."""
-    sources = {
-        k: v
-        for k, v in measure.SOURCES.items()
-        if k != "from_milvus" or size <= args.memory_from_milvus_max_size
-    }
-    memory = {f"open_{source}": measure.open_memory(path, size, **kw) for source, kw in sources.items()}
+    if hasattr(MilvusGraphStore, "bulk_load"):
+        entry["bulk_load"] = bulk_load(target, f"bulk_{prefix}", corpus, args.batch_size)
+        entry["bulk_over_raw"] = round(entry["bulk_load"]["seconds"] / entry["raw_insert"]["seconds"], 2)
+        log(f"{size}: bulk_load {entry['bulk_load']['relations_per_s']} rel/s: {entry['bulk_over_raw']}x raw")
+    if target.lite:
+        entry["open"] = open_sources(target, prefix, size)
+        entry["memory"] = heap(target, prefix, size)
+    else:
+        entry["settle_s"] = settle(target.where, prefix)
+    entry["modes"] = {mode: _in_child(target, size, mode, prefix, args) for mode in args.modes}
+    entry["expansion"] = entry["modes"].get("memory", {}).pop("expansion", None)
+    tops = [m.get("retrieval", {}).pop("top10", None) for m in entry["modes"].values()]
+    if len(tops) == 2 and all(tops):
+        entry["top10_identical_between_modes"] = f"{sum(a == b for a, b in zip(*tops))} of {len(tops[0])}"
     log(
-        f"size {size}: memory on open "
-        + ", ".join(
-            f"{k}: {v['store_bytes_per_relation (retained less Milvus Lite)']} B/rel (store)"
-            for k, v in memory.items()
-        )
+        f"{size}: {json.dumps({k: entry[k] for k in ('open', 'memory', 'modes', 'expansion') if k in entry})}"
     )
-    return memory
-
-
-def _reference_step(
-    corpus: Corpus,
-    store: Any,
-    seeds: list,
-    positions: list,
-    args: argparse.Namespace,
-    results: Dict[str, Any],
-    entry: Dict[str, Any],
-) -> None:
-    size = corpus.size
-    earlier = [r for r in results.values() if r.get("reference", {}).get("lists_s") and r["size"] < size]
-    previous = max(earlier, key=lambda r: r["size"])["reference"] if earlier else None
-    entry["reference"] = ref = reference_benchmark(
-        corpus, store, seeds, positions, previous, check_sets=size <= args.check_max_size
-    )
-    if "build_s" in ref:
-        ours_open = entry["open"]["from_milvus"]["adjacency_build_s (load_cache + csr)"]
-        ref["build_ratio_reference_over_ours_from_milvus"] = round(ref["build_s"] / ours_open, 2)
-    log(f"size {size}: reference {ref}")
-
-
-def _measure_step(corpus: Corpus, path: Path, args: argparse.Namespace, results: Dict, entry: Dict) -> None:
-    """Everything measured on the ingested store at `path`."""
-    size = corpus.size
-    entry["memory"] = _memory_step(path, size, args)
-    store, entry["open"] = measure.reopen(path, size)
-    log(f"size {size}: reopen {entry['open']}")
-    try:
-        entry["memory"]["structures"] = measure.structure_memory(store, size)
-        rng = np.random.default_rng([args.seed, size, 1])
-        seeds = query_seeds(corpus, rng, args.expansion_queries)
-        positions = measure.seed_positions(store, corpus, seeds)
-        entry["expansion"] = {f"degree_{d}": measure.expansion_latency(store, positions, d) for d in (1, 2)}
-        log(
-            f"size {size}: expansion "
-            + ", ".join(
-                f"{k} p50 {v['ms']['p50']} ms, {v['candidates']['p50']} candidates"
-                for k, v in entry["expansion"].items()
-            )
-        )
-        entry["retrieval"] = measure.retrieval_latency(
-            store, corpus, rng, args.retrieval_queries, args.degree
-        )
-        log(
-            f"size {size}: retrieval {entry['retrieval']['ms']} ms (degree {args.degree}); "
-            f"share {entry['retrieval']['time_share']}"
-        )
-        if not args.no_reference and size <= args.reference_max_size:
-            _reference_step(corpus, store, seeds, positions, args, results, entry)
-        entry["write_then_read"] = measure.write_then_read(store, corpus, size, args.degree)
-        log(f"size {size}: write then read {entry['write_then_read']}")
-    finally:
-        store.close()
-
-
-def run_size(size: int, args: argparse.Namespace, results: Dict[str, Any]) -> Dict[str, Any]:
-    entry: Dict[str, Any] = {"size": size, "shape": args.shape, "degree": args.degree}
-    t0 = time.perf_counter()
-    corpus = make_corpus(size, args.seed, args.shape)
-    entry["corpus"] = corpus_stats(corpus)
-    entry["corpus"]["generate_s"] = round(time.perf_counter() - t0, 2)
-    log(f"size {size}: corpus {entry['corpus']}")
-    path = args.db_root / f"scale_{fmt_size(size)}{'-' + args.variant if args.variant else ''}.db"
-    try:
-        why = _estimate_skip(size, args, results, entry) or _ingest_step(corpus, path, args, entry)
-        if why:
-            entry["skipped"] = why
-            log(why)
-        else:
-            _measure_step(corpus, path, args, results, entry)
-    finally:
-        if not args.keep_db:
-            remove_db(path)
+    if not args.keep:
+        target.discard(prefix)
     return entry
 
 
-def _size(text: str) -> int:
-    return int(float(text))
+def git_state() -> str:
+    def run(*cmd: str) -> str:
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
+
+    try:
+        dirty = run("git", "status", "--porcelain", "llama_index_graphrag_milvus", "benchmarks/scale")
+        return run("git", "rev-parse", "--short", "HEAD") + (" + uncommitted changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
-def _add_limits(p: argparse.ArgumentParser) -> None:
-    """What is skipped, stopped or checked, and from which size."""
-    p.add_argument(
-        "--profile-size",
-        type=_size,
-        default=10_000,
-        help="cProfile a second ingest at this size (if it is among --sizes); 0: never",
-    )
-    p.add_argument(
-        "--check-max-size",
-        type=_size,
-        default=10_000,
-        help="check reference and ours give the same candidate sets up to this size",
-    )
-    p.add_argument("--max-ingest-minutes", type=float, default=25.0)
-    p.add_argument(
-        "--ingest-budget-minutes",
-        type=float,
-        default=None,
-        help="stop an ingest after this long and extrapolate (default: --max-ingest-minutes)",
-    )
-    p.add_argument("--force", action="store_true", help="ingest even if estimated over the limit")
-    p.add_argument(
-        "--memory-from-milvus-max-size",
-        type=_size,
-        default=100_000,
-        help="largest size at which the memory of an open from Milvus rows is traced (slow)",
-    )
-    p.add_argument("--no-reference", action="store_true")
-    p.add_argument(
-        "--reference-max-size",
-        type=_size,
-        default=100_000,
-        help="largest size at which the reference algorithm runs (its list build is quadratic)",
-    )
+def save(out: Path, results: Dict[str, Any]) -> None:
+    meta = {
+        "benchmark": "python -m benchmarks.scale",
+        "embedder": f"HashEmbedding(dim={DIM})",
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus (shared: compare ratios)",
+        "note": "latencies in ms, times in s; sizes are distinct relations; keys: the size, '-server' on the server",
+    }
+    sizes = dict(sorted(results.items(), key=lambda kv: (kv[1]["size"], kv[0])))
+    out.write_text(json.dumps({"meta": meta, "sizes": sizes}, indent=1, ensure_ascii=False))
+
+
+def _get(entry: Dict[str, Any], *paths: str) -> Any:
+    """The value at the first dotted path the entry holds (the later paths: entries of earlier versions)."""
+    for path in paths:
+        value: Any = entry
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            return value
+    return None
+
+
+def _f(value: Any, pattern: str) -> str:
+    return pattern.format(value) if value is not None else "–"
+
+
+_MEMORY = (
+    "memory.store_less_vectors_bytes_per_relation",
+    "memory.open_from_snapshot.store_bytes_per_relation less the vector cache",  # entries of earlier versions
+)
+#: The table's columns: a header, and for each figure in it a format and the paths it may be found at.
+COLUMNS = [
+    ("ingest (rel/s)", [("{:,.0f}", "ingest.relations_per_s")]),
+    ("raw insert (rel/s)", [("{:,.0f}", "raw_insert.relations_per_s")]),
+    ("ingest / raw", [("{:.2f}×", "ingest_over_raw")]),
+    ("bulk_load / raw", [("{:.2f}×", "bulk_over_raw")]),
+    (
+        "retrieval p50 memory / milvus (ms)",
+        [
+            ("{:.1f}", "modes.memory.retrieval.ms.p50", "retrieval.ms.p50"),
+            ("{:.1f}", "modes.milvus.retrieval.ms.p50"),
+        ],
+    ),
+    (
+        "expansion d=1 / d=2 p50 (ms)",
+        [("{:.2f}", "expansion.degree_1.ms.p50"), ("{:.2f}", "expansion.degree_2.ms.p50")],
+    ),
+    (
+        "open: snapshot / rows (s)",
+        [
+            ("{:.2f}", "open.from_snapshot.with_graph_s", "open.from_snapshot.open_total_s"),
+            ("{:.2f}", "open.from_milvus_rows.with_graph_s", "open.from_milvus.open_total_s"),
+        ],
+    ),
+    ("store B/rel less vectors", [("{:.0f}", *_MEMORY)]),
+]
+
+
+def table(results: Dict[str, Any]) -> str:
+    """The headline figures, one row per entry (entries of earlier versions show what they hold)."""
+    rows = [
+        "| entry | where | " + " | ".join(h for h, _ in COLUMNS) + " |",
+        "|" + "---|" * (len(COLUMNS) + 2),
+    ]
+    for key, e in sorted(results.items(), key=lambda kv: (kv[1]["size"], kv[0])):
+        cells = [
+            " / ".join(_f(_get(e, *paths), pattern) for pattern, *paths in figures) for _, figures in COLUMNS
+        ]
+        rows.append(f"| {key} | {e.get('where', 'Milvus Lite')} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def at_scale(entry: Dict[str, Any], relations: float = 1e9) -> str:
+    """A paper estimate: the entry's corpus shape and measured rates carried linearly to `relations`
+    (one writer on the same machine; the memory mode's adjacency in one process)."""
+    corpus, k = entry["corpus"], relations / entry["size"]
+    lines = [
+        f"At {relations:.0e} relations, from the {entry['size']:,}-relation entry ({entry.get('where', 'Milvus Lite')}) scaled "
+        f"linearly: {corpus['entities'] * k:.2g} entities, {corpus['passages'] * k:.2g} passages"
+    ]
+    for name in ("ingest", "raw_insert", "bulk_load"):
+        rate = _get(entry, f"{name}.relations_per_s")
+        if rate:
+            lines.append(f"- {name} at {rate:,.0f} relations/s: {relations / rate / 86400:,.1f} days")
+    per = _get(entry, *_MEMORY)
+    if per:
+        lines.append(
+            f"- the store in memory, less vectors, at {per:.0f} B a relation: {per * relations / 1e9:,.0f} GB"
+        )
+    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=package.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--sizes", default="1e3,1e4", help="relations per corpus, comma separated (1e3,1e4,...)")
-    p.add_argument("--out", default="benchmarks/results/scale.json")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sizes", default="1e3,1e4", help="relations per corpus, comma separated")
     p.add_argument(
-        "--shape",
-        choices=sorted(SHAPES),
-        default="default",
-        help="the corpus: 'default' (3-10 triplets a passage, entity use ∝ rank^-0.8, questions naming one "
-        "entity) or 'issue10' (6 triplets a passage, rank^-0.9, questions naming two entities)",
+        "--server", action="store_true", help="on Milvus 2.3.5 standalone (private network namespace)"
     )
-    p.add_argument(
-        "--degree",
-        type=int,
-        default=None,
-        help="the retriever's expansion_degree for retrieval (default: 1, or 2 for --shape issue10)",
-    )
-    p.add_argument("--node-batch", type=int, default=1000, help="TextNodes per transform call")
+    p.add_argument("--out", default="benchmarks/results/scale.json", help="results file (entries merge)")
+    p.add_argument("--modes", default="memory,milvus", help="adjacency modes, each read in its own process")
+    p.add_argument("--queries", type=int, default=100, help="retrievals a mode")
+    p.add_argument("--node-batch", type=int, default=1000, help="TextNodes a transform call")
     p.add_argument("--batch-size", type=int, default=256, help="MilvusGraphStore(batch_size=...)")
-    p.add_argument("--expansion-queries", type=int, default=200)
-    p.add_argument("--retrieval-queries", type=int, default=100)
-    _add_limits(p)
-    p.add_argument("--db-root", type=Path, default=Path("/tmp/scale"), help="where the Milvus Lite files go")
-    p.add_argument("--keep-db", action="store_true", help="keep the Milvus Lite files under --db-root")
-    p.add_argument(
-        "--synonym-threshold",
-        default=None,
-        help="MilvusGraphStore(synonym_threshold=...): a float, or 'none' to disable the links "
-        "(default: the store's own default)",
-    )
-    p.add_argument("--tag", default="", help="suffix of the result key, e.g. 'nosyn' -> '1000000-nosyn'")
-    p.add_argument("--report", action="store_true", help="only print the table and redraw the plot of --out")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--db-root", help="Lite: where the database files go (default: a temporary directory)")
+    p.add_argument("--data-dir", help="server: its data directory, kept (default: a temporary one)")
+    p.add_argument("--keep", action="store_true", help="keep the ingested store (--db-root, --data-dir)")
+    p.add_argument("--report", action="store_true", help="only print the table of --out")
+    p.add_argument("--reads", nargs=5, help=argparse.SUPPRESS)  # child: WHERE lite|server SIZE MODE PREFIX
     return p
 
 
-def _finish(entry: Dict[str, Any], args: argparse.Namespace, started: float, earlier: Dict[str, Any]) -> None:
-    entry.update(
-        wall_s=round(time.perf_counter() - started, 1),
-        command=" ".join(sys.argv),
-        package_commit=args.package_commit,
-        finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        tag=args.tag,
-        variant=args.variant,
-        store_kwargs={k: repr(v) for k, v in STORE_KWARGS.items()},
-    )
-    if args.no_reference and "reference" in earlier:
-        entry["reference"] = dict(earlier["reference"], note="from an earlier run (--no-reference)")
+def _run(args: argparse.Namespace, target: Target, results: Dict[str, Any], out: Path) -> None:
+    command = f"python -m benchmarks.scale --sizes {args.sizes}" + (" --server" if args.server else "")
+    for size in [int(float(s)) for s in args.sizes.split(",") if s.strip()]:
+        started = time.perf_counter()
+        entry = run_size(size, target, args)
+        entry.update(
+            wall_s=round(time.perf_counter() - started, 1),
+            command=command,
+            package_commit=args.commit,
+            finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        )
+        results[f"{size}-server" if args.server else str(size)] = entry
+        save(out, results)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = _parser().parse_args(argv)
-    args.package_commit = report.git_state()  # the code imported now, whatever is committed meanwhile
-    shape = SHAPES[args.shape]
-    args.degree = shape.default_degree if args.degree is None else args.degree
-    parts = [
-        args.shape if args.shape != "default" else "",
-        f"d{args.degree}" if args.degree != shape.default_degree else "",
-        args.tag,
-    ]
-    args.variant = "-".join(p for p in parts if p)
-    if args.synonym_threshold is not None:
-        text = args.synonym_threshold.lower()
-        STORE_KWARGS["synonym_threshold"] = None if text == "none" else float(text)
     logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.WARNING)
-    logging.getLogger("pymilvus").setLevel(logging.ERROR)  # "failed to get mvccTs" on every Lite iterator
+    logging.getLogger("pymilvus").setLevel(logging.ERROR)
+    if args.reads:
+        where, kind, size, mode, prefix = args.reads
+        corpus = make_corpus(int(size), args.seed)
+        print(
+            "RESULT "
+            + json.dumps(reads(Target(where, kind == "lite"), prefix, corpus, mode, args.queries, args.seed))
+        )
+        return
+    if args.server and not milvus_server.inside():
+        sys.exit(
+            milvus_server.rerun_inside(
+                ["-m", "benchmarks.scale", *(argv if argv is not None else sys.argv[1:])]
+            )
+        )
+    args.modes, args.commit = args.modes.split(","), git_state()
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    results = report.load(out)
+    results = json.loads(out.read_text()).get("sizes", {}) if out.exists() else {}
     if not args.report:
-        args.db_root.mkdir(parents=True, exist_ok=True)
-        for size in [int(float(s)) for s in args.sizes.split(",") if s.strip()]:
-            started = time.perf_counter()
-            entry = run_size(size, args, results)
-            key = report.entry_key(size, args.variant)
-            _finish(entry, args, started, results.get(key, {}))
-            results[key] = entry
-            report.save(out, results, args.seed)
-            log(f"size {size}: done in {entry['wall_s']} s; wrote {out} and {out.with_suffix('.png')}")
-    else:
-        report.plot(results, out.with_suffix(".png"))
-    print(report.table(results))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if args.server:
+            with milvus_server.server(args.data_dir) as uri:
+                _run(args, Target(uri, False), results, out)
+        else:
+            with tempfile.TemporaryDirectory(prefix="graphrag-scale-") as scratch:
+                root = Path(args.db_root or scratch)
+                root.mkdir(parents=True, exist_ok=True)
+                _run(args, Target(str(root), True), results, out)
+    print(table(results))
+    for where in ("Milvus Lite", "Milvus 2.3.5 standalone"):
+        measured = [e for e in results.values() if e.get("where", "Milvus Lite") == where and "corpus" in e]
+        if measured:
+            print("\n" + at_scale(max(measured, key=lambda e: e["size"])))
 
 
 if __name__ == "__main__":

@@ -138,13 +138,15 @@ class Collections:
     """The entities, relations and passages collections of one store (`{prefix}_{kind}`).
 
     Args:
-        uri, token, client_kwargs: Where Milvus is (a Lite path, or a server URI) and how to log in.
+        uri: Where Milvus is: a Lite path, or a server URI.
+        token: How to log in to a server.
         prefix: The collections' name prefix.
         dim: The embedding dimension of all three.
         index_config: The vector index (Milvus `add_index` arguments).
         consistency_level: Of new collections.
         overwrite: Drop the store's five collections first.
         owner: The graph store that `vector_store`'s writes and deletes go through.
+        client_kwargs: Passed to the Milvus client.
     """
 
     def __init__(

@@ -36,9 +36,11 @@ class MilvusPropertyGraphStore(PropertyGraphStore):
     its properties) are not stored. There is no query language: `structured_query` raises.
 
     Args:
-        uri, token, embed_model, collection_prefix: As `MilvusGraphStore` (a Milvus Lite path by
-            default, or a server's URI and token; the collections are `{prefix}_entities`,
-            `{prefix}_relations`, `{prefix}_passages`, `{prefix}_properties` and `{prefix}_standalone`).
+        uri: As `MilvusGraphStore`: a Milvus Lite path by default, or a server's URI.
+        token: As `MilvusGraphStore`: a server's token.
+        embed_model: As `MilvusGraphStore`; PGI's `embed_model` must be the same.
+        collection_prefix: The collections are `{prefix}_entities`, `{prefix}_relations`,
+            `{prefix}_passages`, `{prefix}_properties` and `{prefix}_standalone`.
         graph_store: An open `MilvusGraphStore` to sit on instead (the arguments above are then unused,
             and `close()` leaves it open).
         overwrite: Drop the collections first.

@@ -21,16 +21,32 @@ its body as the async `arank`, and its `rank` runs it (`llm.guard.run_sync`), as
 May import: `backends.base` (the `Neighbourhood` read), `graph` (the pure functions), `llm`, `schema`.
 """
 
-from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, arank, chosen_relations, fuse
+from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask
+from llama_index_graphrag_milvus.ranking.base import Scored as Scored
+from llama_index_graphrag_milvus.ranking.base import arank as arank
+from llama_index_graphrag_milvus.ranking.base import chosen_relations as chosen_relations
+from llama_index_graphrag_milvus.ranking.base import fuse as fuse
 from llama_index_graphrag_milvus.ranking.chain import ChainRanker
-from llama_index_graphrag_milvus.ranking.fused import FusedRanker, ThenDense, ranker_named
+from llama_index_graphrag_milvus.ranking.fused import FusedRanker
+from llama_index_graphrag_milvus.ranking.fused import ThenDense as ThenDense
+from llama_index_graphrag_milvus.ranking.fused import ranker_named as ranker_named
 from llama_index_graphrag_milvus.ranking.hop import HopRanker
 from llama_index_graphrag_milvus.ranking.llm import LLMRanker
 from llama_index_graphrag_milvus.ranking.ppr import PPRRanker
 from llama_index_graphrag_milvus.ranking.similarity import SimilarityRanker
 from llama_index_graphrag_milvus.ranking.topic import TopicRanker
 
+# The rankers, and the protocol a user's own ranker implements. The names re-exported above with
+# `as` (`arank`, `fuse`, `ranker_named`, ...) are for the retriever, not the public API.
 __all__ = [
-    "ChainRanker", "FusedRanker", "HopRanker", "LLMRanker", "PPRRanker", "Ranker", "Ranking", "RankTask", "Scored",
-    "SimilarityRanker", "ThenDense", "TopicRanker", "arank", "chosen_relations", "fuse", "ranker_named",
+    "ChainRanker",
+    "FusedRanker",
+    "HopRanker",
+    "LLMRanker",
+    "PPRRanker",
+    "Ranker",
+    "Ranking",
+    "RankTask",
+    "SimilarityRanker",
+    "TopicRanker",
 ]

@@ -43,7 +43,7 @@ class LLMRanker:
     of the others), beside them (`replaces` names rankings the vote would take the place of: none by
     default). Then a random pick cannot push the best-ranked passages far down, while a chain the graph
     confirms lifts the passage that answers to the top. Measured with scripted LLMs on the dev sets
-    (`benchmarks/llm_trust.py`, `docs/studies/llm_trust.md`): see README's "LLM" section.
+    (`benchmarks/llm_trust.py`): see `docs/studies/llm_trust.md` and `docs/guides/llm.md`.
 
     The candidates offered are the best by the base ranking, not only by similarity: the most similar
     relation of each of its passages in its order (then the second of each, ...), at most `max_offered`

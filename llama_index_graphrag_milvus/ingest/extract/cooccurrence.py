@@ -123,7 +123,7 @@ class CooccurrenceExtractor(TransformComponent):
     as they are. The triplets are written to `metadata[triplets_key]`, kept out of the embedded text,
     where `GraphRAGTransform` reads them; use `extract(text, title)` for the triplets alone.
 
-    Args:
+    Attributes:
         max_relations_per_sentence: Entity pairs kept per sentence.
         max_relations_per_node: Relations kept per passage (topic links first).
         max_predicate_words: Words of the text between two entities kept as the predicate.

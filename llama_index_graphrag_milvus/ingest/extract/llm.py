@@ -68,7 +68,11 @@ class LLMTripletExtractor(TransformComponent):
     Args:
         llm: The LLM. By default ("default") LlamaIndex's `Settings.llm` if you set it, else OpenAI if
             OPENAI_API_KEY is set; with neither, a ValueError.
-        extract_prompt: The extraction prompt (`{text}`, `{max_triplets}`; answers JSON).
+        **kwargs: The attributes below, by name.
+
+    Attributes:
+        extract_prompt: The extraction prompt (`{text}`, `{max_triplets}`; answers JSON); a string is
+            made a `PromptTemplate`.
         max_triplets_per_node: At most this many triplets are kept from one node.
         num_workers: Concurrent extraction calls.
         raise_on_error: Raise on a failed extraction instead of logging it.
