@@ -93,17 +93,22 @@ class GraphRAGTransform(TransformComponent):
     def __init__(
         self, store: MilvusGraphStore, extractor: Optional[TransformComponent] = None, **kwargs: Any
     ) -> None:
-        moved = {key: kwargs.pop(key) for key in ("llm", *MOVED_TO_EXTRACTOR) if key in kwargs}
-        super().__init__(store=store, extractor=_extractor(extractor, moved), **kwargs)
+        moved = {key: kwargs.pop(key) for key in MOVED_TO_EXTRACTOR if key in kwargs}
+        llm = kwargs.pop("llm", None)
+        llm = None if llm is None or is_default(llm) else resolve_llm(llm)
+        if llm is not None or moved:
+            warnings.warn(_MOVED, FutureWarning, stacklevel=2)
+            if llm is not None and extractor is None:
+                extractor = LLMTripletExtractor(llm=llm, **moved)
+        super().__init__(store=store, extractor=extractor, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
         return "GraphRAGTransform"
 
     def to_dict(self, **kwargs: Any) -> Dict[str, Any]:
-        # IngestionPipeline caches a step's output on a hash of this dict and of the nodes; this step's
-        # output is its write, so the hash names the store and its generation: once the store changed, a
-        # cached run never stands in for a write the store no longer holds
+        # IngestionPipeline caches a step's output (here: a write) on a hash of this dict and the nodes:
+        # naming the store's generation, a cached run never stands in for a write the store no longer holds
         data = {**super().to_dict(**kwargs), "store": repr(self.store)}
         try:
             data["store_generation"] = self.store.generation
@@ -218,20 +223,6 @@ class GraphRAGTransform(TransformComponent):
         little = _LITTLE.format(relations, len(with_text)) if sparse else ""
         level = logging.WARNING if sparse else logging.INFO
         logger.log(level, _NO_TRIPLETS, len(todo), len(nodes), extractor, gave, none, little)
-
-
-def _extractor(
-    extractor: Optional[TransformComponent], moved: Dict[str, Any]
-) -> Optional[TransformComponent]:
-    """The extractor, or for one release one made from the arguments that moved to `LLMTripletExtractor`."""
-    llm = moved.pop("llm", None)
-    llm = None if llm is None or is_default(llm) else resolve_llm(llm)
-    if llm is None and not moved:
-        return extractor
-    warnings.warn(_MOVED, FutureWarning, stacklevel=3)
-    if llm is None or extractor is not None:
-        return extractor
-    return LLMTripletExtractor(llm=llm, **moved)
 
 
 def _count(built: Dict[str, Dict[str, Any]], source: str, rows: _Triplets) -> None:
