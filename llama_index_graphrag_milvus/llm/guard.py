@@ -12,6 +12,7 @@ tells every step that calls that object (NER, rerank, extraction, every retrieve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import threading
@@ -186,12 +187,9 @@ class LLMGuard:
         if getattr(exc, "status_code", None) in REQUEST_ERRORS:  # refused for its content: the LLM is up
             self._succeeded(step, flight)
             return exc
-        timed_out = isinstance(exc, _Deadline)
-        why = (
-            f"no answer within {self.deadlines.get(step):g} s"
-            if timed_out
-            else f"{type(exc).__name__}: {exc}"
-        )
+        why = f"{type(exc).__name__}: {exc}"
+        if timed_out := isinstance(exc, _Deadline):
+            why = f"no answer within {self.deadlines.get(step):g} s"
         with self._lock:
             self._flights.discard(flight)
             self._failed += 1
@@ -266,10 +264,8 @@ async def _in_thread(fn: Callable[[], T], deadline: Optional[float], flight: _Fl
 
 def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
     """`fn(*args)` on `loop`, from any thread; nothing once the loop is closed (nobody waits any more)."""
-    try:
+    with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:
-        pass
 
 
 _LOOPS = threading.local()
@@ -315,8 +311,6 @@ def set_guard(llm: Any, guard: LLMGuard, replace: bool = True) -> LLMGuard:
             return known
         _GUARDS[id(llm)] = guard
     if known is None:
-        try:
+        with contextlib.suppress(TypeError):  # not weak-referenceable: kept for the process
             weakref.finalize(llm, _GUARDS.pop, id(llm), None)
-        except TypeError:  # not weak-referenceable: kept for the process
-            pass
     return guard

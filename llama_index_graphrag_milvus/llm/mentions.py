@@ -63,11 +63,10 @@ def _greedy(
             best[i] = (n, name)
     found, i = [], 0
     while i < len(tokens):
-        if i in best:
-            found.append(best[i][1])
-            i += best[i][0]
-        else:
-            i += 1
+        n, name = best.get(i, (1, ""))
+        if name:
+            found.append(name)
+        i += n
     return found
 
 

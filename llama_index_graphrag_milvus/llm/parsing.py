@@ -31,13 +31,7 @@ def parse_json_object(text: str) -> Dict[str, Any]:
         if not isinstance(value, dict):
             raise ValueError(f"expected a JSON object, got {type(value).__name__}")
         return value
-    return _first_object(text)
-
-
-def _first_object(text: str) -> Dict[str, Any]:
-    """The object decoded from the first of the first `MAX_OBJECT_STARTS` `{` that starts one."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
+    decoder, start = json.JSONDecoder(), text.find("{")
     for _ in range(MAX_OBJECT_STARTS):
         if start < 0:
             break

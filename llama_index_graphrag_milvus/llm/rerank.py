@@ -7,6 +7,7 @@ does a call that failed, ran out of its deadline or was not made (`guard`: the L
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
@@ -58,9 +59,7 @@ async def llm_rerank(
     """Rerank with the one-shot chain-of-thought prompt; an unusable answer or none chooses nothing."""
     if not candidates:
         return RerankResult([])
-    lines, read = format_candidates(candidates), lambda answer: parse_rerank_answer(answer, candidates, top_n)
-    fallback = "the ranking without it stands"
-    picked, _ = await ask(
-        llm, "rerank", read, fallback, prompt, query_str=query, relationships=lines, top_n=top_n
-    )
+    read = functools.partial(parse_rerank_answer, candidates=candidates, top_n=top_n)
+    values = {"query_str": query, "relationships": format_candidates(candidates), "top_n": top_n}
+    picked, _ = await ask(llm, "rerank", read, "the ranking without it stands", prompt, **values)
     return picked or RerankResult([])

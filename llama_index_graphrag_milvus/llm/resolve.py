@@ -38,21 +38,15 @@ def resolve_llm(llm: LLMType = DEFAULT) -> Optional[LLM]:
             return None  # Settings.llm would build OpenAI with no key: no LLM instead
         llm = Settings.llm
         return None if type(llm) is MockLLM else llm  # what `Settings.llm = None` makes; not its subclasses
+    got, fix = f"{type(llm).__name__} {llm!r:.80}", "pass an LLM object, e.g. llm=OpenAI(model=...)"
     if isinstance(llm, str):
-        fix = f"pass an LLM object, e.g. llm=OpenAI(model={llm!r:.80}), or llm=None for no LLM"
-        raise TypeError(
-            f"llm must be a LlamaIndex LLM, None or {DEFAULT!r}, got the string {llm!r:.80}: {fix}"
-        )
-    if isinstance(llm, type):
-        fix = (
-            f"create one, e.g. llm={llm.__name__}(model=...)"
-            if issubclass(llm, LLM)
-            else "pass an LLM object"
-        )
-        got = f"got the class {llm.__name__}: {fix}, or llm=None for no LLM"
-        raise TypeError(f"llm must be a LlamaIndex LLM instance, {got}")
-    got = f"None for no LLM or {DEFAULT!r} for Settings.llm, got {type(llm).__name__} {llm!r:.80}"
-    raise TypeError(f"llm must be a LlamaIndex LLM (e.g. llm=OpenAI(model=...)), {got}")
+        got, fix = f"the string {llm!r:.80}", f"pass an LLM object, e.g. llm=OpenAI(model={llm!r:.80})"
+    elif isinstance(llm, type):
+        made = f"create one, e.g. llm={llm.__name__}(model=...)"
+        got, fix = f"the class {llm.__name__}", made if issubclass(llm, LLM) else "pass an LLM object"
+    raise TypeError(
+        f"llm must be a LlamaIndex LLM, None or {DEFAULT!r}, got {got}: {fix}, or llm=None for no LLM"
+    )
 
 
 def is_default(llm: object) -> bool:
