@@ -125,9 +125,8 @@ class GraphRAGRetriever(BaseRetriever):
         **moved: Any,
     ) -> None:
         _at_least(0, expansion_degree=expansion_degree)
-        _at_least(1, similarity_top_k=similarity_top_k, entity_top_k=entity_top_k)
+        _at_least(1, similarity_top_k=similarity_top_k, entity_top_k=entity_top_k, rerank_top_n=rerank_top_n)
         _at_least(1, relation_top_k=relation_top_k, max_candidate_relations=max_candidate_relations)
-        _at_least(1, rerank_top_n=rerank_top_n)
         check_trust(llm_trust)
         self.store, self.llm = store, resolve_llm(llm)
         ranker, graph_weight = _moved_arguments(ranker, moved)
@@ -141,16 +140,13 @@ class GraphRAGRetriever(BaseRetriever):
         self.similarity_top_k, self.entity_top_k = similarity_top_k, entity_top_k
         self.relation_top_k, self.expansion_degree = relation_top_k, expansion_degree
         self.max_candidate_relations, self.rerank_top_n = max_candidate_relations, rerank_top_n
-        self.dense_seed_k = dense_seed_k
-        self.hub_fraction, self.use_synonyms = hub_fraction, use_synonyms
+        self.dense_seed_k, self.hub_fraction, self.use_synonyms = dense_seed_k, hub_fraction, use_synonyms
         self.ner_prompt = ner_prompt or NER_PROMPT
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _get_prompts(self) -> PromptDictType:
-        prompts: PromptDictType = {"ner_prompt": self.ner_prompt}
-        if isinstance(self.ranker, LLMRanker):
-            prompts["rerank_prompt"] = self.ranker.prompt
-        return prompts
+        rerank = {"rerank_prompt": self.ranker.prompt} if isinstance(self.ranker, LLMRanker) else {}
+        return {"ner_prompt": self.ner_prompt, **rerank}
 
     def _update_prompts(self, prompts: PromptDictType) -> None:
         self.ner_prompt = prompts.get("ner_prompt", self.ner_prompt)
@@ -287,8 +283,7 @@ class GraphRAGRetriever(BaseRetriever):
         t0 = time.perf_counter()
         nodes = self.store.get_passages([pid for pid, _, _ in top])
         for pid, score, via in top:
-            if pid in nodes:
-                node = nodes[pid]
+            if (node := nodes.get(pid)) is not None:
                 run.via[node.node_id] = via
                 node.metadata[RELATIONS_KEY] = [str(r) for r in via]
                 exclude_from_content(node, RELATIONS_KEY)
