@@ -2,7 +2,7 @@
 # make bench: the recall benchmark on the dev sets in $(DATA); make wheel-check: the wheel outside the checkout.
 # make docs: build the documentation site (mkdocs --strict) into site/.
 PYTHON ?= python3
-DATA   ?= ../shared/data
+DATA   ?= $(GRAPHRAG_DATA)
 VENV   := .venv
 BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
@@ -27,6 +27,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 bench: setup
+	@test -n "$(DATA)" || { echo "make bench DATA=DIR: a directory holding musique/, hotpotqa/, wiki2/ (or set GRAPHRAG_DATA)"; exit 2; }
 	$(BIN)/graphrag-milvus eval --data $(DATA)/musique $(DATA)/hotpotqa $(DATA)/wiki2 --out benchmarks/results/recall
 
 $(VENV)/.docs-installed: pyproject.toml | $(BIN)/python

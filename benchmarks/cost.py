@@ -2,7 +2,7 @@
 for the free graph (no LLM), LLM triplet extraction at ingest and an LLM at query time, beside the recall
 each gives, on the dev sets.
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.cost      # -> benchmarks/results/cost.json
+    GRAPHRAG_DATA=$DATA python -m benchmarks.cost      # -> benchmarks/results/cost.json
 
 Tokens are tiktoken's `cl100k_base`, counted from the prompts the package sends, as a chat model receives
 them (one user message; the answer's system + user messages), with OpenAI's cookbook count for a chat

@@ -2,7 +2,7 @@
 the held-out paired differences with bootstrap intervals: how the default retriever's parameters are
 chosen.
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.cv '{"default": {}, "dense_seed_k=5": {"dense_seed_k": 5}}'
+    GRAPHRAG_DATA=$DATA python -m benchmarks.cv '{"default": {}, "dense_seed_k=5": {"dense_seed_k": 5}}'
 
 The argument is a JSON object (inline, or a file holding it) of `GraphRAGRetriever` arguments by name,
 the first the baseline. Each data set is ingested once as `graphrag-milvus eval` ingests it (a set with

@@ -22,7 +22,7 @@ def data_dirs(given: Optional[Sequence[str]] = None, names: Sequence[str] = DEV_
         dirs = [Path(os.environ["GRAPHRAG_DATA"]) / name for name in names]
     else:
         raise SystemExit("no data sets: name the data directories (--data DIR ...) or set GRAPHRAG_DATA to a directory holding "
-                         f"{', '.join(n + '/' for n in names)} (e.g. GRAPHRAG_DATA=../shared/data)")
+                         f"{', '.join(n + '/' for n in names)}")
     missing = [str(d) for d in dirs if not (d / "corpus.jsonl").is_file()]
     if missing:
         raise SystemExit(f"no corpus.jsonl in {', '.join(missing)}: pass --data DIR ... or set GRAPHRAG_DATA "

@@ -2,7 +2,7 @@
 oracle, half right, 3 random picks, garbage), each paired against the same retriever without an LLM, on
 the dev sets (stores built as `graphrag-milvus eval` builds them, no LLM at ingest).
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.llm_trust --decisions     # -> benchmarks/results/llm_trust.json
+    GRAPHRAG_DATA=$DATA python -m benchmarks.llm_trust --decisions     # -> benchmarks/results/llm_trust.json
 
 `--db-dir DIR` reuses the stores `python -m benchmarks.identity OUT.json --db-dir DIR` kept there (else
 each set is ingested into a temporary store). `--decisions` also counts the questions a confirmed chain led.

@@ -2,8 +2,8 @@
 memory (the default) and with `adjacency="milvus"`; per question, whether the top 10 agree, and the
 retrieval latency (question embedded) and Milvus calls of each mode.
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.milvus_mode            # Milvus Lite -> benchmarks/results/milvus_mode.json
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.milvus_mode --server   # Milvus 2.3.5 standalone, same file
+    GRAPHRAG_DATA=$DATA python -m benchmarks.milvus_mode            # Milvus Lite -> benchmarks/results/milvus_mode.json
+    GRAPHRAG_DATA=$DATA python -m benchmarks.milvus_mode --server   # Milvus 2.3.5 standalone, same file
 
 The default retriever (`similarity_top_k=10`, `llm=None`). On Lite the store is ingested once per
 data set into `--db-root` (default `$GRAPHRAG_CACHE/modes`) and reused (`--reingest` to redo it); on the

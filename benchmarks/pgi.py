@@ -1,7 +1,7 @@
 """PropertyGraphIndex on Milvus alone: MuSiQue through PGI's retriever on our store, on PGI's default
 store, and our GraphRAGRetriever on the very graph PGI built.
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.pgi [--limit N]   # -> benchmarks/results/pgi.json, pgi.md
+    GRAPHRAG_DATA=$DATA python -m benchmarks.pgi [--limit N]   # -> benchmarks/results/pgi.json, pgi.md
 
 MuSiQue's passages (`--data DIR`, default `$GRAPHRAG_DATA/musique`) become TextNodes (id = corpus id), and
 their given triples PGI `Relation`s between `EntityNode`s, put in each node's metadata by a kg extractor

@@ -10,7 +10,7 @@ Milvus Lite with the hash embedding (dim 64), each way on its own store built th
   edited; the LLM calls of `refresh_ref_docs` with stored extractions reused (as shipped) and with the
   reuse turned off (every chunk of a changed document asked again).
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.refresh [--every 10]   # -> benchmarks/results/refresh.json
+    GRAPHRAG_DATA=$DATA python -m benchmarks.refresh [--every 10]   # -> benchmarks/results/refresh.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 - For comparison, closing the store and opening it again without its snapshot, and the generation
   write that every write makes when it is whole.
 
-    GRAPHRAG_DATA=../shared/data python -m benchmarks.sync [--rounds 5]   # -> benchmarks/results/sync.json
+    GRAPHRAG_DATA=$DATA python -m benchmarks.sync [--rounds 5]   # -> benchmarks/results/sync.json
 """
 
 from __future__ import annotations

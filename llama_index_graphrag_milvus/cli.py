@@ -203,7 +203,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
     for data in args.data:
         if not Path(data, "corpus.jsonl").exists() or not Path(data, "questions.jsonl").exists():
-            raise FileNotFoundError(f"{data}: expected corpus.jsonl and questions.jsonl (as in shared/data/musique)")
+            raise FileNotFoundError(f"{data}: expected corpus.jsonl and questions.jsonl (the layout of HippoRAG's MuSiQue release)")
     options = dict(
         uri=None if args.uri == EVAL_URI else args.uri,
         limit=args.limit,
@@ -262,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(uri=EVAL_URI, prefix="bench")
     evaluate.add_argument(
         "--data", required=True, nargs="+",
-        help="one or more directories in the format of shared/data/musique (several: one summary table)",
+        help="one or more directories holding corpus.jsonl, questions.jsonl and optionally triples.jsonl (several: one summary table)",
     )
     evaluate.add_argument(
         "--out",

@@ -3,8 +3,8 @@
 Every ```python block starts with `# runs offline` (it runs) or `# skip: <reason>` (it needs a Milvus
 server or an API key; the reason is shown). The marked blocks of one file run in order, in one namespace
 and one fresh temporary working directory (so a page may build on its earlier blocks, and its
-./graphrag_milvus.db is new), with `HashEmbedding(dim=64)` as `Settings.embed_model` and as the bundled
-offline embedder, so that no model is loaded, no `Settings.llm` and no OPENAI_API_KEY: a block runs offline
+./graphrag_milvus.db is new), with nothing in `Settings`, no OPENAI_API_KEY, and `HashEmbedding(dim=64)` as the bundled offline
+embedder, so that no model is loaded: a block runs offline
 as a reader would paste it.
 """
 
@@ -70,7 +70,7 @@ def test_the_blocks_run_offline(page, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setattr(embeddings, "local_embed_model", lambda **_: HashEmbedding(dim=64))
     saved = Settings._embed_model, Settings._llm
-    Settings.embed_model, Settings._llm = HashEmbedding(dim=64), None
+    Settings._embed_model, Settings._llm = None, None  # as a reader's fresh process: nothing set
     namespace: Dict[str, Any] = {"__name__": "__docs__"}
     try:
         for line, code in RUNNABLE[page]:

@@ -14,7 +14,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
-from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError
+from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform, GraphStoreError, LLMTripletExtractor
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.examples import bernoulli_documents
 
@@ -99,7 +99,7 @@ async def test_llm_extraction_runs_concurrently_bounded_by_num_workers(make_stor
     llm = SlowLLM(script=lambda p: json.dumps({"triplets": [["A", "knows", "B"]]}), prompts=[])
     store = make_store()
     nodes = [TextNode(id_=f"n{i}", text=f"passage number {i}") for i in range(12)]
-    await GraphRAGTransform(store=store, llm=llm, num_workers=3).acall(nodes)
+    await GraphRAGTransform(store=store, extractor=LLMTripletExtractor(llm=llm, num_workers=3)).acall(nodes)
     assert len(llm.prompts) == 12
     assert 1 < peak <= 3
     assert store.count() == {"entities": 2, "relations": 1, "passages": 12}
@@ -222,7 +222,7 @@ def test_an_llm_answering_garbage_for_extraction_gives_no_triplets_and_no_crash(
     llm = ScriptedLLM(script=lambda p: next(answers), prompts=[])
     nodes = [TextNode(id_=f"g{i}", text=f"text {i}") for i in range(3)]
     with caplog.at_level(logging.WARNING):
-        GraphRAGTransform(store=store, llm=llm, num_workers=1)(nodes)
+        GraphRAGTransform(store=store, extractor=LLMTripletExtractor(llm=llm, num_workers=1))(nodes)
     assert caplog.text.count("triplet extraction failed") == 2
     assert store.count() == {"entities": 2, "relations": 1, "passages": 3}
 

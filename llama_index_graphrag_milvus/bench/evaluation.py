@@ -1,6 +1,6 @@
 """Multi-hop retrieval evaluation: Recall@k of dense retrieval and of Graph RAG configurations.
 
-The dataset format is that of HippoRAG's MuSiQue release as laid out in `shared/data/musique`:
+The dataset format is that of HippoRAG's MuSiQue release:
 `corpus.jsonl` (id, title, text), `triples.jsonl` (id, triples; optional) and `questions.jsonl` (id,
 question, gold_ids). Passages are ingested through the public API (`GraphRAGTransform` into a
 `MilvusGraphStore`) as nodes whose ids are the corpus ids; every method then runs on the same store and

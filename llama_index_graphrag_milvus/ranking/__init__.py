@@ -28,7 +28,7 @@ from llama_index_graphrag_milvus.ranking.base import chosen_relations as chosen_
 from llama_index_graphrag_milvus.ranking.base import fuse as fuse
 from llama_index_graphrag_milvus.ranking.chain import ChainRanker
 from llama_index_graphrag_milvus.ranking.fused import FusedRanker
-from llama_index_graphrag_milvus.ranking.fused import ThenDense as ThenDense
+from llama_index_graphrag_milvus.ranking.fused import ThenDense
 from llama_index_graphrag_milvus.ranking.fused import ranker_named as ranker_named
 from llama_index_graphrag_milvus.ranking.hop import HopRanker
 from llama_index_graphrag_milvus.ranking.llm import LLMRanker
@@ -48,5 +48,6 @@ __all__ = [
     "Ranking",
     "RankTask",
     "SimilarityRanker",
+    "ThenDense",
     "TopicRanker",
 ]

@@ -60,8 +60,12 @@ class FusedRanker:
 
 @dataclass
 class ThenDense:
-    """A ranking that orders only some passages (the hop, topic), then dense retrieval's for the rest:
-    how such a ranking reads alone."""
+    """A ranker that orders only some passages (`HopRanker`, `TopicRanker`), then dense retrieval's order
+    for the rest: how such a ranker is used alone (`ranker="hop"` is `ThenDense(HopRanker())`).
+
+    Attributes:
+        ranker: The ranker whose passages come first.
+    """
 
     ranker: Ranker
 

@@ -1,7 +1,7 @@
 """Build the demo's MuSiQue sample (`musique_sample/`) from HippoRAG's MuSiQue release.
 
 Maintainers only: the sample ships with the package; this script records how it was made and remakes it.
-Run: ``python -m llama_index_graphrag_milvus.bench.data.build_musique_sample --data ../shared/data/musique``.
+Run: ``python -m llama_index_graphrag_milvus.bench.data.build_musique_sample --data DATA/musique``.
 
 The selection does not look at how either retriever does on a question:
 
@@ -101,7 +101,7 @@ def build(data: Path, out: Path = OUT) -> Dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, type=Path, help="the directory of shared/data/musique")
+    parser.add_argument("--data", required=True, type=Path, help="a MuSiQue directory in the layout of HippoRAG's release")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     print(json.dumps(build(args.data, args.out)))
