@@ -1,12 +1,9 @@
 """LLM calls during an outage, and how a sync form runs its async body (`run_sync`).
 
 Every call is the LLM's blocking `predict` in a daemon thread, awaited within its step's deadline
-(`DEADLINES`); past it the call is given up, left to finish, its answer dropped. The package cannot change
-the user's LLM object, whose client retries on its own (LlamaIndex's `OpenAI`: about 14 s before one
-`predict` fails against an endpoint that answers 500); and a thread serves sync and async forms alike,
-and an LLM whose own code blocks, where an async client would be bound to the event loop of its first
-call ("Event loop is closed" from another). A circuit breaker per LLM object (`LLMGuard`, `guard_of`)
-tells every step that calls that object (NER, rerank, extraction, every retriever) of an outage.
+(`DEADLINES`) whatever its client's own retries; past it the call is given up, its answer dropped. A thread
+serves sync and async forms alike, where an async client would be bound to the event loop of its first
+call. A circuit breaker per LLM object (`LLMGuard`, `guard_of`) tells every step that calls it of an outage.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Coroutine, Dict, NamedTuple, Optional, Set, TypeVar
+from typing import Any, Callable, Coroutine, Dict, Optional, Set, Tuple, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -75,16 +72,13 @@ class _Flight:
 class LLMGuard:
     """The deadline of each step's calls to one LLM object, and the circuit breaker over them.
 
-    The breaker opens after `failures` consecutive failed calls; after the first while the LLM has not
-    answered once (a call that fails from the start says it is unreachable: with its client's retries,
-    it already failed a dozen times); and at once after a call that ran out of its deadline (it cost its
-    caller the whole deadline; the next would too). When it opens, the calls in flight are no longer
-    waited for. While it is open no call is made: the caller takes its no-LLM path at once. After
-    `cooldown` seconds one trial call goes through: its success closes the breaker, its failure opens it
-    again. A probe (the first extraction call of an explicit ingest) is that trial before the cooldown
-    ends, so a re-run after an outage extracts as soon as the LLM is back. An unusable answer is no
-    failure (the LLM answered), nor is a request refused for its content (`REQUEST_ERRORS`).
-    Thread-safe and async-safe: the state changes under a lock that no call holds while it waits.
+    The breaker opens after `failures` consecutive failed calls, after the first while the LLM has never
+    answered (it is unreachable), and at once after a call that ran out of its deadline (the next would
+    too); the calls in flight are then no longer waited for. While it is open no call is made: the caller
+    takes its no-LLM path at once. After `cooldown` seconds one trial call goes through: its success closes
+    the breaker, its failure opens it again. A probe (the first extraction call of an explicit ingest) is
+    that trial before the cooldown ends. An unusable answer is no failure, nor is a request refused for its
+    content (`REQUEST_ERRORS`). Thread-safe and async-safe: no call holds the lock while it waits.
 
     Args:
         failures: Consecutive failed calls that open the breaker.
@@ -180,10 +174,8 @@ class LLMGuard:
             with self._lock:
                 self._flights.discard(flight)
                 self._trying = self._trying and not flight.trial
-            if isinstance(exc, _Abandoned):
-                why = "not waited for: the circuit breaker opened while it was in flight"
-                return LLMUnavailable(why, skipped=True)
-            return exc
+            why = "not waited for: the circuit breaker opened while it was in flight"
+            return LLMUnavailable(why, skipped=True) if isinstance(exc, _Abandoned) else exc
         if getattr(exc, "status_code", None) in REQUEST_ERRORS:  # refused for its content: the LLM is up
             self._succeeded(step, flight)
             return exc
@@ -208,28 +200,23 @@ class LLMGuard:
         return LLMUnavailable(f"{step} call failed: {why:.300}")
 
 
-class Answer(NamedTuple):
-    """What `ask` read from an LLM's answer (None: no usable answer), and whether the call gave none."""
-
-    value: Any
-    failed: bool = False
-
-
-async def ask(llm: Any, step: str, read: Callable, fallback: str, prompt: Any, **values: Any) -> Answer:
-    """`read` of the LLM's answer to `prompt` (formatted with `values`), asked under the LLM's guard. When
-    the call gives no answer, or `read` raises on it (the answer is unusable), that is logged with what
-    stands instead (`fallback`), and the value is None."""
+async def ask(
+    llm: Any, step: str, read: Callable, fallback: str, prompt: Any, **values: Any
+) -> Tuple[Any, bool]:
+    """`read` of the LLM's answer to `prompt` (formatted with `values`), asked under the LLM's guard, and
+    whether the call gave no answer. When it gives none, or `read` raises on it (the answer is unusable),
+    that is logged with what stands instead (`fallback`), and the value is None."""
     answer, title = None, _TITLES.get(step, step)
     try:
         answer = await guard_of(llm).call(step, lambda: llm.predict(prompt, **values))
-        return Answer(read(answer))
+        return read(answer), False
     except LLMUnavailable as exc:
         level = logging.DEBUG if exc.skipped else logging.WARNING
         logger.log(level, "LLM %s gave no answer (%s); %s.", title, exc, fallback)
-        return Answer(None, failed=True)
+        return None, True
     except Exception as exc:  # untrusted text: an unusable answer must not fail the step
         logger.warning("LLM %s unusable (%s); %s. Answer: %.300r", title, exc, fallback, answer)
-        return Answer(None)
+        return None, False
 
 
 async def _in_thread(fn: Callable[[], T], deadline: Optional[float], flight: _Flight) -> T:
@@ -294,9 +281,7 @@ _GUARDS_LOCK = threading.Lock()
 
 def guard_of(llm: Any) -> LLMGuard:
     """The guard of an LLM object, made with the defaults on first use, and dropped with the object."""
-    with _GUARDS_LOCK:
-        guard = _GUARDS.get(id(llm))
-    return guard if guard is not None else set_guard(llm, LLMGuard(), replace=False)
+    return _GUARDS.get(id(llm)) or set_guard(llm, LLMGuard(), replace=False)
 
 
 def set_guard(llm: Any, guard: LLMGuard, replace: bool = True) -> LLMGuard:

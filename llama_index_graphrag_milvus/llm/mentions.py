@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_graphrag_milvus.llm.guard import Answer, ask
-from llama_index_graphrag_milvus.llm.parsing import parse_json_object, string_list
+from llama_index_graphrag_milvus.llm.guard import ask
+from llama_index_graphrag_milvus.llm.parsing import parse_json_object
 from llama_index_graphrag_milvus.schema import entity_id, normalize_name
 
 #: Words of a question read for known names; the rest is ignored (a question is not a document).
@@ -73,23 +73,26 @@ def _greedy(
 def read_mentions(answer: Any) -> List[str]:
     """The names (the strings) in an NER answer `{"named_entities": [...]}`, also fenced or with prose
     around it. Raises `ValueError` if there is no such list."""
-    mentions = string_list(parse_json_object(answer), "named_entities")
-    return list(dict.fromkeys(m.strip() for m in mentions if m.strip()))[:MAX_MENTIONS]
+    items = parse_json_object(answer).get("named_entities")
+    if not isinstance(items, list):
+        raise ValueError(f"expected 'named_entities' to be a list, got {items!r:.200}")
+    mentions = [m.strip() for m in items if isinstance(m, str) and m.strip()]
+    return list(dict.fromkeys(mentions))[:MAX_MENTIONS]
 
 
 async def question_mentions(
     query: str, is_known: IsKnown, llm: Optional[LLM], prompt: PromptTemplate
-) -> Answer:
+) -> Tuple[List[str], bool]:
     """The entities a question names: with an LLM, its names first, then the known names it missed (they
     cost nothing); without one, or when its call failed, the known names alone (exactly what `llm=None`
-    gives). `Answer.failed` says the LLM's call gave no answer: the question's rerank is skipped too."""
+    gives); and whether the LLM's call gave no answer (the question's rerank is then skipped too)."""
     known = known_names(query, is_known)
     if llm is None:
-        return Answer(known)
+        return known, False
     fallback = "the known entity names in the question stand (after no answer, its LLM rerank is skipped)"
     by_llm, failed = await ask(llm, "ner", read_mentions, fallback, prompt, query_str=query)
     if failed:
-        return Answer(known, failed=True)
+        return known, True
     by_llm = by_llm or []  # an unusable answer names none
     seen = {name.lower() for name in by_llm}
-    return Answer((by_llm + [name for name in known if name.lower() not in seen])[:MAX_MENTIONS])
+    return (by_llm + [name for name in known if name.lower() not in seen])[:MAX_MENTIONS], False

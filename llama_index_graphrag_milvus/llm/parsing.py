@@ -5,6 +5,8 @@ Strict about what is read, tolerant of how real models wrap it: a markdown fence
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import re
 from typing import Any, Dict, List, Sequence
@@ -31,26 +33,13 @@ def parse_json_object(text: str) -> Dict[str, Any]:
         if not isinstance(value, dict):
             raise ValueError(f"expected a JSON object, got {type(value).__name__}")
         return value
-    decoder, start = json.JSONDecoder(), text.find("{")
-    for _ in range(MAX_OBJECT_STARTS):
-        if start < 0:
-            break
-        try:
-            value, _end = decoder.raw_decode(text, start)
+    decoder = json.JSONDecoder()
+    for match in itertools.islice(re.finditer("{", text), MAX_OBJECT_STARTS):
+        with contextlib.suppress(json.JSONDecodeError, RecursionError):
+            value, _end = decoder.raw_decode(text, match.start())
             if isinstance(value, dict):
                 return value
-        except (json.JSONDecodeError, RecursionError):
-            pass
-        start = text.find("{", start + 1)
     raise ValueError(f"no JSON object in the answer: {text!r:.200}")
-
-
-def string_list(value: Dict[str, Any], key: str) -> List[str]:
-    """The strings of the list `value[key]` (other items are dropped). Raises `ValueError` if it is not a list."""
-    items = value.get(key)
-    if not isinstance(items, list):
-        raise ValueError(f"expected {key!r} to be a list, got {items!r:.200}")
-    return [item for item in items if isinstance(item, str)]
 
 
 def offered_ids(items: Sequence[Any], offered: int) -> List[int]:
