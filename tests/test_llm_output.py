@@ -39,9 +39,9 @@ def test_anything_but_a_json_object_is_rejected(text):
 
 
 def test_rerank_keeps_the_llms_order_and_only_offered_ids():
-    result = parse_rerank_answer(answer(["[3] c p o", "[99] invented", "[0] zero", "[1] a p o", "[3] again"]), candidates(), 3)
+    result = parse_rerank_answer(answer(["[3] c p o", "[99] invented", "[0] zero", "[1] a p o", "[3] again"]), candidates())
     assert [r.subject for r in result.relations] == ["c", "a"]  # offered ids, LLM order, deduplicated, no fill
-    assert result.by_llm and result.thought_process == "t"
+    assert result.thought_process == "t"
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_unusable_rerank_answers_choose_nothing_with_a_warning(bad, caplog):
     llm = ScriptedLLM(script=lambda prompt: bad, prompts=[])
     with caplog.at_level(logging.WARNING):
         result = asyncio.run(llm_rerank(llm, RERANK_PROMPT, "q", candidates(), 2))
-    assert result.relations == [] and not result.by_llm  # the ranking without the LLM stands
+    assert result.relations == []  # the ranking without the LLM stands
     assert "the ranking without it stands" in caplog.text
 
 
@@ -69,7 +69,7 @@ def test_an_llm_that_raises_chooses_nothing_too(caplog):
 
     with caplog.at_level(logging.WARNING):
         result = asyncio.run(llm_rerank(ScriptedLLM(script=boom, prompts=[]), RERANK_PROMPT, "q", candidates(), 1))
-    assert result.relations == [] and not result.by_llm
+    assert result.relations == []
     assert "LLM timed out" in caplog.text
 
 

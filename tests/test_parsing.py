@@ -98,7 +98,7 @@ def test_python_in_an_answer_is_never_evaluated(payload, tmp_path, monkeypatch):
     with pytest.raises(ValueError):
         parse_json_object(text)
     with pytest.raises(ValueError):
-        parse_rerank_answer(text, candidates(), 2)
+        parse_rerank_answer(text, candidates())
     assert not sentinel.exists()
 
 
@@ -106,33 +106,33 @@ def test_python_in_an_answer_is_never_evaluated(payload, tmp_path, monkeypatch):
 
 
 def test_ids_alone_are_read_ints_and_strings_but_not_bools_or_ids_never_offered():
-    result = parse_rerank_answer(json.dumps({"ids": [2, "3", "[4]", 99, True, 0, -1, 2.0, None]}), candidates(), 3)
+    result = parse_rerank_answer(json.dumps({"ids": [2, "3", "[4]", 99, True, 0, -1, 2.0, None]}), candidates())
     assert subjects(result) == ["b", "c", "d"]
-    assert result.by_llm and result.thought_process is None
+    assert result.relations and result.thought_process is None
 
 
 def test_useful_relationships_may_name_an_id_without_text():
     answer = json.dumps({"thought_process": "t", "useful_relationships": ["[3]", "1", " [ 2 ] b p o", "4 is wrong"]})
-    result = parse_rerank_answer(answer, candidates(), 5)
+    result = parse_rerank_answer(answer, candidates())
     assert subjects(result) == ["c", "a", "b"]  # "4 is wrong" is text, not an id
     assert result.thought_process == "t"
 
 
 def test_both_lists_are_merged_in_order_without_duplicates():
     answer = json.dumps({"useful_relationships": ["[3] c p o", {"id": 1}, "[7] invented"], "ids": [3, "1", 2, "[9]"]})
-    result = parse_rerank_answer(answer, candidates(), 5)
+    result = parse_rerank_answer(answer, candidates())
     assert subjects(result) == ["c", "a", "b"]
 
 
 def test_every_chosen_relation_is_kept_in_the_llms_order_even_beyond_top_n():
     answer = json.dumps({"useful_relationships": ["[4] d p o", "[1] a p o", "[3] c p o"], "ids": [2]})
-    result = parse_rerank_answer(answer, candidates(), 2)
+    result = parse_rerank_answer(answer, candidates())
     assert subjects(result) == ["d", "a", "c", "b"]  # not truncated to top_n
     assert [r.score for r in result.relations] == [1.0, 1 / 2, 1 / 3, 1 / 4]
 
 
 def test_nothing_is_filled_in_by_similarity():
-    result = parse_rerank_answer(json.dumps({"useful_relationships": ["[1] a p o"]}), candidates(), 3)
+    result = parse_rerank_answer(json.dumps({"useful_relationships": ["[1] a p o"]}), candidates())
     assert subjects(result) == ["a"]  # "d", the most similar, is not added
 
 
@@ -140,7 +140,7 @@ def test_a_rerank_answer_wrapped_in_prose_and_a_fence_is_used():
     answer = 'Let me think.\n```json\n{"thought_process": "b then c", "useful_relationships": ["[2] b p o", "[3] c p o"]}\n```\nDone.'
     llm = ScriptedLLM(script=lambda prompt: answer, prompts=[])
     result = asyncio.run(llm_rerank(llm, RERANK_PROMPT, "q", candidates(), 2))
-    assert result.by_llm and subjects(result) == ["b", "c"] and result.thought_process == "b then c"
+    assert subjects(result) == ["b", "c"] and result.thought_process == "b then c"
 
 
 @pytest.mark.parametrize(
@@ -154,14 +154,14 @@ def test_a_rerank_answer_wrapped_in_prose_and_a_fence_is_used():
 )
 def test_rerank_answers_naming_no_offered_relation_are_rejected(answer, message):
     with pytest.raises(ValueError, match=message):
-        parse_rerank_answer(json.dumps(answer), candidates(), 2)
+        parse_rerank_answer(json.dumps(answer), candidates())
 
 
 def test_a_top_level_list_is_not_a_rerank_answer():
     with pytest.raises(ValueError):
-        parse_rerank_answer(json.dumps(["[1] a p o"]), candidates(), 2)
+        parse_rerank_answer(json.dumps(["[1] a p o"]), candidates())
     with pytest.raises(ValueError):
-        parse_rerank_answer(json.dumps([{"ids": [1]}]), candidates(), 2)
+        parse_rerank_answer(json.dumps([{"ids": [1]}]), candidates())
 
 
 # read_mentions

@@ -36,7 +36,7 @@ def test_the_oracle_picks_exactly_the_gold_relations_and_the_package_reads_its_a
     llm = oracle_llm({QUESTION: {"daniel bernoulli son of johann bernoulli", "Johann Bernoulli taught Leonhard Euler"}})
     answer = llm.complete(prompt()).text
     assert json.loads(answer)["ids"] == [1, 2]
-    assert [r.id for r in parse_rerank_answer(answer, OFFERED, 3).relations] == [11, 12]
+    assert [r.id for r in parse_rerank_answer(answer, OFFERED).relations] == [11, 12]
 
 
 def test_random_picks_are_three_offered_ones_and_repeat():

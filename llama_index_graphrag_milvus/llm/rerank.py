@@ -1,8 +1,8 @@
 """Reranking candidate relations with an LLM (one-shot chain of thought, JSON).
 
 LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and an unusable
-answer chooses nothing (`by_llm` False), with a warning: the ranking without the LLM then stands. So
-does a call that failed, ran out of its deadline or was not made (`guard`: the LLM's circuit breaker).
+answer chooses nothing, with a warning: the ranking without the LLM then stands. So does a call that
+failed, ran out of its deadline or was not made (`guard`: the LLM's circuit breaker).
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from llama_index_graphrag_milvus.schema import ScoredRelation
 
 @dataclass
 class RerankResult:
-    """The chosen relations, best first, and the model's reasoning when an LLM chose them."""
+    """The chosen relations, best first (none: the LLM chose none), and the model's reasoning."""
 
     relations: List[ScoredRelation]
     thought_process: Optional[str] = None
-    by_llm: bool = False
 
 
 def format_candidates(candidates: Sequence[ScoredRelation]) -> str:
@@ -33,14 +32,12 @@ def format_candidates(candidates: Sequence[ScoredRelation]) -> str:
     return "\n".join(f"[{n}] {' '.join(c.text.split())}" for n, c in enumerate(candidates, start=1))
 
 
-def parse_rerank_answer(
-    answer: str, candidates: Sequence[ScoredRelation], top_n: Optional[int] = None
-) -> RerankResult:
+def parse_rerank_answer(answer: str, candidates: Sequence[ScoredRelation]) -> RerankResult:
     """Read `{"thought_process": ..., "useful_relationships": ["[n] ...", ...], "ids": [n, ...]}`.
 
     Either list may be missing. Every offered relation the answer names is kept, in the LLM's order
-    (`useful_relationships` first, then `ids`), scored 1 / (1 + rank); `top_n` is only the prompt's and is
-    not applied here. Raises `ValueError` if neither is a list, or they name none of the offered relations."""
+    (`useful_relationships` first, then `ids`), scored 1 / (1 + rank), even beyond the prompt's `top_n`.
+    Raises `ValueError` if neither is a list, or they name none of the offered relations."""
     value = parse_json_object(answer)
     lists = [value[key] for key in ("useful_relationships", "ids") if isinstance(value.get(key), list)]
     if not lists:
@@ -50,7 +47,7 @@ def parse_rerank_answer(
         raise ValueError("it names none of the offered relationships")
     thought = value.get("thought_process")
     ranked = [replace(candidates[n - 1], score=1.0 / (1 + rank)) for rank, n in enumerate(chosen)]
-    return RerankResult(ranked, thought if isinstance(thought, str) else None, by_llm=True)
+    return RerankResult(ranked, thought if isinstance(thought, str) else None)
 
 
 async def llm_rerank(
@@ -59,7 +56,7 @@ async def llm_rerank(
     """Rerank with the one-shot chain-of-thought prompt; an unusable answer or none chooses nothing."""
     if not candidates:
         return RerankResult([])
-    read = functools.partial(parse_rerank_answer, candidates=candidates, top_n=top_n)
+    read = functools.partial(parse_rerank_answer, candidates=candidates)
     values = {"query_str": query, "relationships": format_candidates(candidates), "top_n": top_n}
     picked, _ = await ask(llm, "rerank", read, "the ranking without it stands", prompt, **values)
     return picked or RerankResult([])

@@ -100,7 +100,7 @@ class LLMRanker:
         return offered
 
     def _merge(self, task: RankTask, picked, base: Ranking) -> Ranking:
-        if not picked.by_llm:
+        if not picked.relations:
             return base
         hood = task.neighbourhood
         passages_of = dict(zip(hood.relation_ids(), hood.candidate_passages))
