@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -17,6 +17,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_graphrag_milvus import events as ev
 from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood
+from llama_index_graphrag_milvus.explain import Explanation
 from llama_index_graphrag_milvus.ingest.extract import exclude_from_content
 from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.mentions import question_mentions
@@ -27,9 +28,6 @@ from llama_index_graphrag_milvus.ranking import LLMRanker, Ranker, RankTask, Sco
 from llama_index_graphrag_milvus.ranking.llm import check_trust
 from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, Triplet, entity_id
 from llama_index_graphrag_milvus.store import MilvusGraphStore
-
-if TYPE_CHECKING:
-    from llama_index_graphrag_milvus.explain import Explanation
 
 #: Spans (one per step) and `events` of every retrieval go through this LlamaIndex dispatcher.
 dispatcher = get_dispatcher(__name__)
@@ -50,18 +48,16 @@ _Top = List[Tuple[str, float, List[ScoredRelation]]]
 class GraphRAGRetriever(BaseRetriever):
     """Graph RAG over a `MilvusGraphStore`, as a drop-in LlamaIndex retriever.
 
-    1. The question's entities (LLM NER with `llm`, else the known entity names in it), and the nearest
-       entities to each; the relations and the passages nearest to the whole question.
-    2. Expansion of these seeds over the adjacency (`store.expand`): never through hub entities, every
-       step cut to the relations most similar to the question.
-    3. A ranker (`ranking`) orders the passages: by default the reciprocal-rank fusion of HippoRAG 2's
-       PageRank, the chain ranking, the hop and the topic ranking (`ranking.FusedRanker`); with `llm`,
-       the relations the LLM picks among the best candidates lift their passages within that ranking.
+    1. Seeds: the entities nearest to each name in the question (LLM NER with `llm`, else the known names
+       it holds); the relations and the passages nearest to the whole question.
+    2. Expansion of the seeds over the graph (`store.expand`), never through hub entities, each step cut
+       to the relations most similar to the question.
+    3. A ranker orders the passages (by default `ranking.FusedRanker`); with `llm`, the relations the LLM
+       picks among the best candidates lift their passages within that ranking.
     4. The top `similarity_top_k` passages as the ingested nodes, each with the relations that selected
        it in `metadata["graphrag_relations"]`.
 
-    The settings after `filters` were chosen on the dev sets; they shape the expansion, which every
-    ranker reads.
+    The settings after `filters` were chosen on the dev sets; they shape the expansion every ranker reads.
 
     Args:
         store: The store ingested by `GraphRAGTransform`.
@@ -183,7 +179,7 @@ class GraphRAGRetriever(BaseRetriever):
         self._map_passages(run, await self._rerank(run, task, llm_failed))
         return run
 
-    def explain(self, query: QueryBundle | str) -> "Explanation":
+    def explain(self, query: QueryBundle | str) -> Explanation:
         """Retrieve, and return an `Explanation`: seeds, candidates, chosen relations and passages, printable
         and drawable (`.to_png(path)`, inline in a notebook).
 
@@ -192,10 +188,8 @@ class GraphRAGRetriever(BaseRetriever):
         """
         return run_sync(self.aexplain(query))
 
-    async def aexplain(self, query: QueryBundle | str) -> "Explanation":
+    async def aexplain(self, query: QueryBundle | str) -> Explanation:
         """Async `explain`."""
-        from llama_index_graphrag_milvus.explain import Explanation
-
         return Explanation.of(await self.atrace(query), self.store)
 
     @dispatcher.span
@@ -214,14 +208,15 @@ class GraphRAGRetriever(BaseRetriever):
     def _relation_search(self, run: Retrieval, vector: List[float]) -> List[Scored]:
         t0 = time.perf_counter()
         seeds = self.store.search_relations(vector, self.relation_top_k)
-        _emit(ev.GraphRAGRelationSearchEvent, run, t0, relation_ids=_ids(seeds), scores=_scores(seeds))
+        _emit(ev.GraphRAGRelationSearchEvent, run, t0, relation_ids=_ids(seeds), scores=[s for _, s in seeds])
         return seeds
 
     @dispatcher.span
     def _dense_search(self, run: Retrieval, vector: List[float]) -> None:
         t0, top_k = time.perf_counter(), max(self.similarity_top_k, self.dense_seed_k)
         run.dense = self.store.search_passage_ids(vector, top_k, self._only)
-        _emit(ev.GraphRAGDenseSearchEvent, run, t0, passage_ids=_ids(run.dense), scores=_scores(run.dense))
+        scores = [s for _, s in run.dense]
+        _emit(ev.GraphRAGDenseSearchEvent, run, t0, passage_ids=_ids(run.dense), scores=scores)
 
     @dispatcher.span
     def _expand(self, run: Retrieval, vector: List[float], seeds: List[Scored]) -> RankTask:
@@ -260,9 +255,8 @@ class GraphRAGRetriever(BaseRetriever):
 
     @dispatcher.span
     async def _rerank(self, run: Retrieval, task: RankTask, llm_failed: bool) -> _Top:
-        """Order the passages with the ranker, or with its base alone when the LLM's NER call failed (no
-        rerank call waits out the same outage: exactly the ranking of `llm=None`). Record the seeds and the
-        chosen relations in `run`, with the texts of the relations shown read in one query."""
+        """Order the passages with the ranker, or with its base alone when the LLM's NER call failed (exactly
+        the ranking of `llm=None`); record the seeds and the chosen relations in `run`, described at once."""
         t0, ranker, seeds, hood = time.perf_counter(), self.ranker, task.seed_relations, task.neighbourhood
         ranking = await arank(ranker.base if llm_failed and isinstance(ranker, LLMRanker) else ranker, task)
         top, via = ranking.passages[: self.similarity_top_k], ranking.via
@@ -305,13 +299,11 @@ async def _mention_vectors(store: MilvusGraphStore, mentions: Sequence[str]) -> 
 
 def _moved_arguments(ranker: Union[str, Ranker, None], moved: Dict[str, Any]) -> Tuple[Any, float]:
     """The ranker and the chain's graph weight, from the arguments that moved (each with a FutureWarning)."""
-    unknown = sorted(set(moved) - set(MOVED_ARGUMENTS))
-    if unknown:
+    if unknown := sorted(set(moved) - set(MOVED_ARGUMENTS)):
         raise TypeError(f"GraphRAGRetriever got unexpected keyword argument(s): {', '.join(unknown)}")
     for name in moved:
-        use = MOVED_ARGUMENTS[name]
         message = f"GraphRAGRetriever({name}=...) is deprecated and will be removed in the next release: "
-        warnings.warn(message + f"use {use}", FutureWarning, stacklevel=3)
+        warnings.warn(message + f"use {MOVED_ARGUMENTS[name]}", FutureWarning, stacklevel=3)
     if "reranker" in moved and ranker is not None:
         raise TypeError("pass ranker= alone: reranker= is its old name")
     return moved.get("reranker", ranker), moved.get("graph_weight", 0.3)
@@ -325,10 +317,6 @@ def _at_least(minimum: int, **values: int) -> None:
 
 def _ids(pairs: Sequence[Tuple[Any, float]]) -> List[Any]:
     return [i for i, _ in pairs]
-
-
-def _scores(pairs: Sequence[Tuple[Any, float]]) -> List[float]:
-    return [s for _, s in pairs]
 
 
 def _described(
