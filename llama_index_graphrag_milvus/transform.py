@@ -62,16 +62,14 @@ class GraphRAGTransform(TransformComponent):
     """Ingest passage nodes into a `MilvusGraphStore`: entities, relations and passages, embedded.
 
     A node's triplets are those it carries, in `metadata["triplets"]` (`[[subject, predicate, object],
-    ...]`) or as a LlamaIndex KG extractor placed before this step leaves them. Nodes that carry none get
-    theirs from `extractor`: by default `CooccurrenceExtractor()` (named entities sharing a sentence, the
-    title linked to each: no LLM, no model, whatever LLM is configured); any `TransformComponent` that
-    leaves triplets in either form; or `LLMTripletExtractor(llm=...)`, one paid LLM call a node, which
-    keeps the nodes whose call failed pending (`count_pending`) and retries them on their next ingest or
-    `GraphRAGIndex.refresh_ref_docs`. When the free extractor finds under one relation a passage (text
-    without names or titles), a WARNING names LLM extraction. With `text_links`, a passage's text links
-    (its title to each name it states, names sharing a sentence) are written beside its triplets: these
-    state facts, title links what a passage is about. `built` counts what each source gave. Nodes are
-    returned as they came, the triplets key kept out of their embedded text and LLM context.
+    ...]`) or as a LlamaIndex KG extractor before this step leaves them. Nodes that carry none get theirs
+    from `extractor`: by default `CooccurrenceExtractor()` (no LLM, no model; a WARNING names LLM
+    extraction when it finds under one relation a passage); any `TransformComponent` that leaves triplets
+    in either form; or `LLMTripletExtractor(llm=...)`, one paid LLM call a node, whose failed nodes stay
+    pending (`count_pending`) until their next ingest or `GraphRAGIndex.refresh_ref_docs`. With
+    `text_links`, a passage's text links (its title to each name it states, names sharing a sentence) are
+    written beside its triplets. `built` counts what each source gave. Nodes are returned as they came,
+    the triplets key kept out of their embedded text and LLM context.
 
     Deprecated, still accepted for one release with a FutureWarning: `llm=` with an LLM (and
     `extract_prompt`, `max_triplets_per_node`, `num_workers`, `raise_on_error`, `show_progress`), now
@@ -95,7 +93,7 @@ class GraphRAGTransform(TransformComponent):
     ) -> None:
         moved = {key: kwargs.pop(key) for key in MOVED_TO_EXTRACTOR if key in kwargs}
         llm = kwargs.pop("llm", None)
-        llm = None if llm is None or is_default(llm) else resolve_llm(llm)
+        llm = None if is_default(llm) else resolve_llm(llm)
         if llm is not None or moved:
             warnings.warn(_MOVED, FutureWarning, stacklevel=2)
             if llm is not None and extractor is None:
@@ -153,7 +151,7 @@ class GraphRAGTransform(TransformComponent):
         await self.store.aadd(nodes, linked)  # it also rewrites a passage whose pending mark alone changed
         return nodes
 
-    def _given(self, nodes: Sequence[BaseNode]) -> List[Optional[List[Triplet]]]:
+    def _given(self, nodes: Sequence[BaseNode]) -> _Triplets:
         """The triplets each node carries (None: none). A pending node's triplets (the free extractor's)
         are dropped when this transform extracts with an LLM: it asks again."""
         triplets = []
