@@ -40,7 +40,8 @@ def known_names(text: str, is_known: IsKnown, max_words: int = 6) -> List[str]:
     """
     words = [normalize_name(w) for w in _WORD.findall(text)[:MAX_QUESTION_WORDS]]
     spans = [(i, n) for i in range(len(words)) for n in range(1, min(max_words, len(words) - i) + 1)]
-    found = _greedy(words, spans, " ".join, is_known, skip=lambda name, n: n == 1 and name in _STOPWORDS)
+    spans = [(i, n) for i, n in spans if n > 1 or words[i] not in _STOPWORDS]  # no stopword is a name
+    found = _greedy(words, spans, " ".join, is_known)
     # scripts written without spaces (Chinese, Japanese, Korean): longest known names within each run
     for run in _CJK_RUN.findall(normalize_name(text)):
         run = run[:MAX_CJK_CHARACTERS]
@@ -49,9 +50,7 @@ def known_names(text: str, is_known: IsKnown, max_words: int = 6) -> List[str]:
     return list(dict.fromkeys(found))
 
 
-def _greedy(
-    tokens: List[str], spans: List[tuple], join: Callable, is_known: IsKnown, skip: Any = None
-) -> List[str]:
+def _greedy(tokens: List[str], spans: List[tuple], join: Callable, is_known: IsKnown) -> List[str]:
     """Left to right, the longest known span at each position (spans are (start, length))."""
     if not spans:
         return []
@@ -59,7 +58,7 @@ def _greedy(
     known = is_known(np.fromiter((entity_id(name) for name in names), np.int64, len(names)))
     best = {}
     for (i, n), name, hit in zip(spans, names, known.tolist()):
-        if hit and not (skip and skip(name, n)) and n > best.get(i, (0, ""))[0]:
+        if hit and n > best.get(i, (0, ""))[0]:
             best[i] = (n, name)
     found, i = [], 0
     while i < len(tokens):
@@ -76,8 +75,7 @@ def read_mentions(answer: Any) -> List[str]:
     items = parse_json_object(answer).get("named_entities")
     if not isinstance(items, list):
         raise ValueError(f"expected 'named_entities' to be a list, got {items!r:.200}")
-    mentions = [m.strip() for m in items if isinstance(m, str) and m.strip()]
-    return list(dict.fromkeys(mentions))[:MAX_MENTIONS]
+    return list(dict.fromkeys(m.strip() for m in items if isinstance(m, str) and m.strip()))[:MAX_MENTIONS]
 
 
 async def question_mentions(
