@@ -1,7 +1,2 @@
-"""The LLM's part, and the untrusted text it returns: which LLM `llm=` means (`resolve`), every prompt
-(`prompts`), strict JSON parsing (`parsing`), the entities a question names, known or by LLM NER
-(`mentions`), the rerank call (`rerank`), and how every LLM call is bounded during an outage: a deadline
-and a circuit breaker per LLM object, and how a sync form runs its async body (`guard`).
-
-May import: `schema`; nothing that touches Milvus.
-"""
+"""The LLM's part: which LLM `llm=` means, every prompt, strict parsing of its answers, NER, the rerank
+call, and each call's deadline and circuit breaker (`guard`). May import `schema`; nothing of Milvus."""

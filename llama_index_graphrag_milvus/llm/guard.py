@@ -26,9 +26,8 @@ T = TypeVar("T")
 FAILURES = 3
 #: Seconds the breaker stays open before it lets one trial call through.
 COOLDOWN = 30.0
-#: Seconds each step waits for the LLM's answer (None: no deadline). NER answers a few names (under 2 s
-#: from a hosted model; 4 s keeps a retrieval's fallback within 5 s); rerank writes its reasoning first;
-#: extraction writes up to 20 triplets.
+#: Seconds each step waits for the LLM's answer (None: no deadline). NER answers a few names (4 s keeps a
+#: retrieval's fallback within 5 s); rerank writes its reasoning first; extraction, up to 20 triplets.
 DEADLINES: Dict[str, Optional[float]] = {"ner": 4.0, "rerank": 15.0, "extraction": 30.0}
 #: HTTP statuses that refuse one request for its content: the LLM is up, and the breaker counts no failure.
 REQUEST_ERRORS = frozenset({400, 413, 422})
@@ -267,10 +266,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        loop = getattr(_LOOPS, "loop", None)
-        if loop is None:
-            loop = _LOOPS.loop = asyncio.new_event_loop()
-        return loop.run_until_complete(coro)
+        if not hasattr(_LOOPS, "loop"):
+            _LOOPS.loop = asyncio.new_event_loop()
+        return _LOOPS.loop.run_until_complete(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphrag-sync") as pool:
         return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()
 

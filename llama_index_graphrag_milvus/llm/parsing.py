@@ -1,7 +1,5 @@
-"""Strict parsing of LLM answers: JSON only, never `eval`; anything else is a `ValueError`.
-
-Strict about what is read, tolerant of how real models wrap it: a markdown fence, prose around it.
-"""
+"""Strict parsing of LLM answers: JSON only, never `eval`; anything else is a `ValueError`. Strict about
+what is read, tolerant of how real models wrap it: a markdown fence, prose around it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Every prompt of the package, as `PromptTemplate`s that users can replace (`update_prompts`).
-
-Each asks for JSON only; answers are parsed strictly (see `parsing.py`).
-"""
+"""Every prompt of the package, as `PromptTemplate`s users can replace (`update_prompts`); each asks for
+JSON only, and the answers are parsed strictly (`parsing`)."""
 
 from llama_index.core.prompts import PromptTemplate
 

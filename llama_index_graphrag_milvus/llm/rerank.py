@@ -1,9 +1,5 @@
-"""Reranking candidate relations with an LLM (one-shot chain of thought, JSON).
-
-LLM output is untrusted: it is parsed strictly, only ids that were offered are kept, and an unusable
-answer chooses nothing, with a warning: the ranking without the LLM then stands. So does a call that
-failed, ran out of its deadline or was not made (`guard`: the LLM's circuit breaker).
-"""
+"""Reranking candidate relations with an LLM (one-shot chain of thought, JSON). Its answer is untrusted:
+only ids that were offered are kept, and an unusable answer, or none, chooses nothing."""
 
 from __future__ import annotations
 

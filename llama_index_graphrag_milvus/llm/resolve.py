@@ -9,8 +9,6 @@ from typing import Optional, Union
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.llm import LLM
 
-__all__ = ["DEFAULT", "LLMType", "is_default", "resolve_llm"]
-
 #: The `llm=` default: `Settings.llm` when set, else OpenAI when OPENAI_API_KEY is set, else no LLM.
 DEFAULT = "default"
 
@@ -19,16 +17,9 @@ LLMType = Union[LLM, None, str]
 
 
 def resolve_llm(llm: LLMType = DEFAULT) -> Optional[LLM]:
-    """The LLM `llm` stands for, or None for no LLM.
-
-    Args:
-        llm: An `LLM` instance: itself. None: no LLM (as `Settings.llm = None` disables it in LlamaIndex).
-            `"default"`: `Settings.llm` if you set it (not to None: LlamaIndex turns that into a `MockLLM`,
-            read here as no LLM), else `Settings.llm` (OpenAI) if OPENAI_API_KEY is set, else None.
-
-    Raises:
-        TypeError: Anything else (a model name, an LLM class, ...), with the fix.
-    """
+    """The LLM `llm` stands for: an `LLM` itself; None for no LLM (as `Settings.llm = None`); `DEFAULT`:
+    `Settings.llm` if you set it (to None, LlamaIndex makes it a `MockLLM`: no LLM here), else OpenAI if
+    OPENAI_API_KEY is set, else None. Anything else (a model name, an LLM class) raises a TypeError."""
     if llm is None or isinstance(llm, LLM):
         return llm
     if is_default(llm):
