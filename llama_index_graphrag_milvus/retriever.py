@@ -65,20 +65,17 @@ class GraphRAGRetriever(BaseRetriever):
             OpenAI when OPENAI_API_KEY is set, else none; `llm=None` retrieves with no LLM call at all.
         similarity_top_k: Passages returned.
         ranker: How the passages are ranked: "fused" (the default), "chain", "ppr", "similarity", "hop",
-            "topic" (those two each alone, then dense retrieval's passages), or a ranker object
-            (`ranking`: `ChainRanker(graph_weight=...)`, `FusedRanker(rankers, weights, k)`, your own).
-            With `llm`, the LLM's pick lifts passages within it (`ranking.LLMRanker`; given as the
-            ranker, an `LLMRanker` is used as it is).
+            "topic" (those two each alone, then dense retrieval's passages), or a ranker object (`ranking`,
+            or your own). With `llm`, an `LLMRanker` wraps it (one given as the ranker is used as it is).
         llm_trust: How far the LLM's pick is trusted: "confirmed" (the default) puts its passages first
             when the graph confirms the picks as a chain from the question's entities, and else lets it
             vote in the fusion; "always" puts them first; "vote" only votes. Checked even without an LLM.
         entity_top_k: Entities found per mention.
         relation_top_k: Relations found for the question.
         expansion_degree: Degrees of expansion (1 or 2 is enough).
-        filters: LlamaIndex `MetadataFilters` on the passages' metadata (EQ, NE, GT, GTE, LT, LTE, IN,
-            NIN, CONTAINS, ANY, ALL; AND, OR, NOT, nested): only passages that pass are seeds, ranked and
-            returned, while the walk still crosses every entity and relation. An operator or value that
-            cannot be honoured raises here, before any search (`milvus.filters.PassageFilter`).
+        filters: LlamaIndex `MetadataFilters` on the passages' metadata (EQ, NE, GT, GTE, LT, LTE, IN, NIN,
+            CONTAINS, ANY, ALL; AND, OR, NOT, nested): only passages that pass are seeds, ranked and returned;
+            the walk still crosses every entity and relation. What cannot be honoured raises here.
         max_candidate_relations: Cap on the candidates (and on each hop's frontier), by similarity.
         rerank_top_n: Relations the LLM is asked to choose at most; relations listed as the chain followed.
         dense_seed_k: Top dense passages whose relations join the candidates (graph rankers).
@@ -194,8 +191,7 @@ class GraphRAGRetriever(BaseRetriever):
 
     @dispatcher.span
     async def _entity_search(self, run: Retrieval) -> bool:
-        """The entities the question names (LLM NER or known names), and the nearest entities to each;
-        return whether the LLM's NER call failed (its rerank is then skipped)."""
+        """The question's named entities and the entities nearest each; return whether its LLM NER failed."""
         t0, store, llm = time.perf_counter(), self.store, self.llm
         run.mentions, failed = await question_mentions(run.query, store.has_entities, llm, self.ner_prompt)
         vectors = await _mention_vectors(store, run.mentions) if run.mentions else []
@@ -220,8 +216,7 @@ class GraphRAGRetriever(BaseRetriever):
 
     @dispatcher.span
     def _expand(self, run: Retrieval, vector: List[float], seeds: List[Scored]) -> RankTask:
-        """Expand the seeds over the graph, keeping the candidates most similar to the question (and with
-        `filters`, the passages that pass); return what the ranker reads."""
+        """Expand the seeds over the graph (only passages passing `filters`); return what the ranker reads."""
         t0 = time.perf_counter()
         hood = self.store.expand(
             Expansion(
@@ -272,8 +267,7 @@ class GraphRAGRetriever(BaseRetriever):
 
     @dispatcher.span
     def _map_passages(self, run: Retrieval, top: _Top) -> None:
-        """The top passages as the ingested nodes (those still stored), each with the relations that
-        selected it in its metadata."""
+        """The top passages as the ingested nodes still stored, with the relations that selected each."""
         t0 = time.perf_counter()
         nodes = self.store.get_passages([pid for pid, _, _ in top])
         for pid, score, via in top:

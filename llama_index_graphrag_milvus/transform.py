@@ -34,8 +34,7 @@ from llama_index_graphrag_milvus.store import MilvusGraphStore
 
 logger = logging.getLogger(__name__)
 
-#: The free extractor finding fewer relations than this a passage over an ingest (text without names or
-#: titles) gets a WARNING naming LLM extraction.
+#: Relations a passage under which the free extractor's ingest gets a WARNING naming LLM extraction.
 SPARSE_RELATIONS_PER_PASSAGE = 1.0
 #: The log line of an ingest where nodes carried no triplets, and its end when there is little to link.
 _NO_TRIPLETS = "%d of %d nodes carry no triplets; %s gave %d triplets%s%s."

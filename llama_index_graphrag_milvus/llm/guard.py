@@ -36,7 +36,6 @@ _SKIPPED = (
     "%s %s skipped: the circuit breaker is open after %d failed call(s) in a row, so no call is made for "
     "%.0f s more (then one trial call); the no-LLM path stands. Further skipped calls are logged at DEBUG."
 )
-_TITLES = {"ner": "NER"}  # a step's name in the messages of `ask`
 _OPENED = (
     "%s %s failed (%s), %d failed call(s) in a row: no %s call for the next %.0f s (NER, rerank and triplet "
     "extraction take their no-LLM path at once%s), then one trial call."
@@ -124,9 +123,8 @@ class LLMGuard:
 
     async def call(self, step: str, fn: Callable[[], T], probe: bool = False) -> T:
         """`fn()`, one blocking LLM call of `step` ("ner", "rerank" or "extraction": it names the deadline),
-        in a daemon thread, awaited within the step's deadline. A `probe` goes through an open breaker before
-        its cooldown ends, as its trial call. Raises `LLMUnavailable` when the breaker is open (`fn` is not
-        called), or the call failed or ran out of its deadline."""
+        in a daemon thread within the step's deadline; a `probe` is the trial call through an open breaker.
+        Raises `LLMUnavailable`: the breaker is open (`fn` is not called), or the call failed or timed out."""
         flight = self._admit(step, probe)
         try:
             value = await _in_thread(fn, self.deadlines.get(step), flight)
@@ -205,7 +203,7 @@ async def ask(
     """`read` of the LLM's answer to `prompt` (formatted with `values`), asked under the LLM's guard, and
     whether the call gave no answer. When it gives none, or `read` raises on it (the answer is unusable),
     that is logged with what stands instead (`fallback`), and the value is None."""
-    answer, title = None, _TITLES.get(step, step)
+    answer, title = None, "NER" if step == "ner" else step  # the step's name in the messages
     try:
         answer = await guard_of(llm).call(step, lambda: llm.predict(prompt, **values))
         return read(answer), False
@@ -258,11 +256,10 @@ _LOOPS = threading.local()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """The sync form of an async body (as LlamaIndex's `asyncio_run`): the coroutine run to its end in this
-    thread's own event loop, kept for the thread's next call (a new loop a call costs 0.1 to 0.3 ms, 1% of
-    a retrieval); called from inside a running loop (a coroutine, a notebook), in a loop in a new thread.
-    Unlike `asyncio_run`, which runs the coroutine again on any RuntimeError and then reports "nested
-    async", an error of the body reaches the caller as it is."""
+    """The sync form of an async body (as LlamaIndex's `asyncio_run`): the coroutine run in this thread's own
+    event loop, kept for its next call (a new loop costs 0.1 to 0.3 ms a call, 1% of a retrieval); inside a
+    running loop (a coroutine, a notebook), in a new thread's loop. Unlike `asyncio_run`, which runs the
+    coroutine again on any RuntimeError, an error of the body reaches the caller as it is."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

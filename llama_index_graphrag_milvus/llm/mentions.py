@@ -33,11 +33,9 @@ IsKnown = Callable[[np.ndarray], np.ndarray]
 
 
 def known_names(text: str, is_known: IsKnown, max_words: int = 6) -> List[str]:
-    """Known entity names occurring in `text`: longest matches first, non-overlapping, normalized.
-
-    Every candidate n-gram is looked up in one call of `is_known`, so the cost follows the question's
-    length (capped at `MAX_QUESTION_WORDS` words and `MAX_CJK_CHARACTERS` a CJK run), never the graph.
-    """
+    """Known entity names occurring in `text`: longest matches first, non-overlapping, normalized. Every
+    candidate n-gram is looked up in one call of `is_known`, so the cost follows the question's length
+    (capped at `MAX_QUESTION_WORDS` words and `MAX_CJK_CHARACTERS` a CJK run), never the graph."""
     words = [normalize_name(w) for w in _WORD.findall(text)[:MAX_QUESTION_WORDS]]
     spans = [(i, n) for i in range(len(words)) for n in range(1, min(max_words, len(words) - i) + 1)]
     spans = [(i, n) for i, n in spans if n > 1 or words[i] not in _STOPWORDS]  # no stopword is a name

@@ -17,10 +17,9 @@ _ID = re.compile(r"^\s*(?:\[\s*([0-9]{1,9})\s*\]|([0-9]{1,9})\s*$)")  # "[3] tex
 
 
 def parse_json_object(text: str) -> Dict[str, Any]:
-    """The JSON object an LLM answered: alone, in a markdown fence, or with prose around it.
-
-    The answer alone, then each fence's content, is read as JSON; a JSON value read so must be an
-    object. Otherwise the first `{` of the answer that starts a JSON object is read. Raises `ValueError`."""
+    """The JSON object an LLM answered: the answer alone, then each markdown fence's content, read as JSON
+    (a JSON value read so must be an object); else from the first `{` (of the first `MAX_OBJECT_STARTS`)
+    that starts a JSON object, prose around it. Raises `ValueError`."""
     if not isinstance(text, str):
         raise ValueError(f"expected text, got {type(text).__name__}")
     for body in (text, *_FENCE.findall(text)):  # the answer alone, then each fence's content
@@ -41,10 +40,8 @@ def parse_json_object(text: str) -> Dict[str, Any]:
 
 
 def offered_ids(items: Sequence[Any], offered: int) -> List[int]:
-    """The ids `n` that `items` name, kept only if 1 <= n <= offered, deduplicated, in order.
-
-    An item names `n` as an int (not a bool), or as a string `"[n] text"`, `"[n]"` or `"n"`; other items
-    name nothing."""
+    """The ids `n` that `items` name (as an int, not a bool, or a string `"[n] text"`, `"[n]"` or `"n"`),
+    kept only if 1 <= n <= offered, deduplicated, in order."""
     ids: List[int] = []
     for item in items:
         if isinstance(item, int) and not isinstance(item, bool):

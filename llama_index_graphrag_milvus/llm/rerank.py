@@ -29,9 +29,8 @@ def format_candidates(candidates: Sequence[ScoredRelation]) -> str:
 
 
 def parse_rerank_answer(answer: str, candidates: Sequence[ScoredRelation]) -> RerankResult:
-    """Read `{"thought_process": ..., "useful_relationships": ["[n] ...", ...], "ids": [n, ...]}`.
-
-    Either list may be missing. Every offered relation the answer names is kept, in the LLM's order
+    """Read `{"thought_process": ..., "useful_relationships": ["[n] ...", ...], "ids": [n, ...]}`, where
+    either list may be missing. Every offered relation the answer names is kept, in the LLM's order
     (`useful_relationships` first, then `ids`), scored 1 / (1 + rank), even beyond the prompt's `top_n`.
     Raises `ValueError` if neither is a list, or they name none of the offered relations."""
     value = parse_json_object(answer)
