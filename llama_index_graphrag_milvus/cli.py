@@ -1,4 +1,4 @@
-"""`graphrag-milvus`: ingest, query, stats, demo and eval from the command line.
+"""`graphrag-milvus`: ingest, bulk-load, query, stats, demo and eval from the command line.
 
 Every command takes --uri (a Milvus Lite path or a server URI) and --prefix (the collection prefix).
 Errors come out as one line on stderr with exit status 1.
@@ -7,12 +7,13 @@ Errors come out as one line on stderr with exit status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from llama_index_graphrag_milvus.store import DEFAULT_URI
 
@@ -75,50 +76,82 @@ def _read_nodes(paths: Iterable[str]) -> List[Any]:
     return documents
 
 
-def cmd_ingest(args: argparse.Namespace) -> None:
+def _passages(args: argparse.Namespace) -> List[Any]:
+    """The input files' passages, as `ingest` and `bulk-load` split them."""
     from llama_index.core.node_parser import SentenceSplitter
-    from tqdm.auto import tqdm
-
-    from llama_index_graphrag_milvus import GraphRAGTransform, LLMTripletExtractor
-    from llama_index_graphrag_milvus.schema import chunked
-    from llama_index_graphrag_milvus.transform import count_pending
 
     documents = _read_nodes(args.paths)
+    return SentenceSplitter().get_nodes_from_documents(documents, show_progress=len(documents) > 1)
+
+
+def _transform(args: argparse.Namespace, store: Any) -> Any:
+    """The graph step of `ingest` and `bulk-load`: the given triplets, the text's links, --openai."""
+    from llama_index_graphrag_milvus import GraphRAGTransform, LLMTripletExtractor
+
     llm = _llm(args)
+    extractor = LLMTripletExtractor(llm=llm) if llm is not None else None
+    return GraphRAGTransform(store=store, extractor=extractor, text_links=not args.no_text_links)
+
+
+@contextlib.contextmanager
+def _quiet_transform() -> Iterator[None]:
+    """The transform warns once per batch about nodes without triplets: one summary (`_report`) instead."""
+    transform_log = logging.getLogger("llama_index_graphrag_milvus.transform")
+    level = transform_log.level
+    transform_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        transform_log.setLevel(level)
+
+
+def cmd_ingest(args: argparse.Namespace) -> None:
+    from tqdm.auto import tqdm
+
+    from llama_index_graphrag_milvus.schema import chunked
+
+    nodes = _passages(args)  # before the store opens: a bad input file creates no database
     with _store(args) as store:
-        nodes = SentenceSplitter().get_nodes_from_documents(documents, show_progress=len(documents) > 1)
         # the graph step in batches, so that the bar follows the passages (extraction, embedding, writes)
-        extractor = LLMTripletExtractor(llm=llm) if llm is not None else None
-        transform = GraphRAGTransform(store=store, extractor=extractor, text_links=not args.no_text_links)
-        # the transform warns once per batch about nodes without triplets: one summary below instead
-        transform_log = logging.getLogger("llama_index_graphrag_milvus.transform")
-        level = transform_log.level
-        transform_log.setLevel(logging.ERROR)
-        try:
-            with tqdm(total=len(nodes), desc="Ingesting", unit="passage") as bar:
-                for batch in chunked(nodes, INGEST_BATCH):
-                    transform(list(batch))
-                    bar.update(len(batch))
-        finally:
-            transform_log.setLevel(level)
-        names = {
-            "CooccurrenceExtractor": "the offline extractor (CooccurrenceExtractor, no LLM)",
-            "LLMTripletExtractor": f"the LLM ({args.openai_model})",
-        }
-        built = [
-            f"{names.get(source, source)}: {c['triplets']} triplets from {c['passages']} passages"
-            for source, c in transform.built.items()
-        ]
-        print("graph built from " + "; ".join(built or ["nothing (no passages)"]), file=sys.stderr)
-        if "CooccurrenceExtractor" in transform.built:
-            print(
-                "  (for passages without triplets: names co-occurring in a sentence; --openai extracts with an LLM)",
-                file=sys.stderr,
-            )
-        pending = count_pending(store)
-        if pending:
-            print(_PENDING_NOTE.format(n=pending), file=sys.stderr)
-        print(json.dumps(store.count()))
+        transform = _transform(args, store)
+        with _quiet_transform(), tqdm(total=len(nodes), desc="Ingesting", unit="passage") as bar:
+            for batch in chunked(nodes, INGEST_BATCH):
+                transform(list(batch))
+                bar.update(len(batch))
+        _report(args, transform, store)
+
+
+def cmd_bulk_load(args: argparse.Namespace) -> None:
+    nodes = _passages(args)
+    with _store(args) as store:
+        transform = _transform(args, store)
+        with _quiet_transform():
+            store.bulk_load(nodes, transform, chunk_size=args.chunk_size, show_progress=True)
+        _report(args, transform, store)
+
+
+def _report(args: argparse.Namespace, transform: Any, store: Any) -> None:
+    """What built the graph, and the rows stored (on stdout, as JSON)."""
+    from llama_index_graphrag_milvus.transform import count_pending
+
+    names = {
+        "CooccurrenceExtractor": "the offline extractor (CooccurrenceExtractor, no LLM)",
+        "LLMTripletExtractor": f"the LLM ({args.openai_model})",
+    }
+    built = [
+        f"{names.get(source, source)}: {c['triplets']} triplets from {c['passages']} passages"
+        for source, c in transform.built.items()
+    ]
+    print("graph built from " + "; ".join(built or ["nothing (no passages)"]), file=sys.stderr)
+    if "CooccurrenceExtractor" in transform.built:
+        print(
+            "  (for passages without triplets: names co-occurring in a sentence; --openai extracts with an LLM)",
+            file=sys.stderr,
+        )
+    pending = count_pending(store)
+    if pending:
+        print(_PENDING_NOTE.format(n=pending), file=sys.stderr)
+    print(json.dumps(store.count()))
 
 
 def cmd_query(args: argparse.Namespace) -> None:
@@ -242,11 +275,16 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
         return sub
 
-    ingest = command("ingest", "Ingest text/markdown files or a JSONL of passages.", cmd_ingest)
-    ingest.add_argument("paths", nargs="+")
-    ingest.add_argument("--openai", action="store_true", help="extract triplets with OpenAI where none are given")
-    ingest.add_argument("--openai-model", default="gpt-4o-mini")
-    ingest.add_argument("--no-text-links", action="store_true", help="the given triplets alone, without the text's links")
+    for name, help, run in (
+        ("ingest", "Ingest text/markdown files or a JSONL of passages.", cmd_ingest),
+        ("bulk-load", "A big first load of what ingest takes, into an empty store, at Milvus' insert rate.", cmd_bulk_load),
+    ):
+        writes = command(name, help, run)
+        writes.add_argument("paths", nargs="+")
+        writes.add_argument("--openai", action="store_true", help="extract triplets with OpenAI where none are given")
+        writes.add_argument("--openai-model", default="gpt-4o-mini")
+        writes.add_argument("--no-text-links", action="store_true", help="the given triplets alone, without the text's links")
+    writes.add_argument("--chunk-size", type=int, default=1000, help="passages planned and written at a time (default: %(default)s)")
     query = command("query", "Retrieve passages and the relation chains that chose them.", cmd_query)
     query.add_argument("question")
     query.add_argument("--top-k", type=int, default=5)
@@ -265,22 +303,16 @@ def parser() -> argparse.ArgumentParser:
         help="one or more directories holding corpus.jsonl, questions.jsonl and optionally triples.jsonl (several: one summary table)",
     )
     evaluate.add_argument(
-        "--out",
-        default=None,
-        help="results JSON, a PNG chart beside it (default: .cache/graphrag-milvus/results/DATASET.json); "
+        "--out", default=None, help="results JSON, a PNG chart beside it (default: .cache/graphrag-milvus/results/DATASET.json); "
         "with several --data, a directory for DATASET.json each and summary.md",
     )
     evaluate.add_argument("--no-chart", action="store_true", help="write no PNG chart")
     evaluate.add_argument("--limit", type=int, default=None, help="evaluate only the first N questions")
     evaluate.add_argument(
-        "--no-triples",
-        action="store_true",
-        help="ignore triples.jsonl: raw text, graph from the offline extractor (the default without the file)",
+        "--no-triples", action="store_true", help="ignore triples.jsonl: raw text, graph from the offline extractor (the default without the file)",
     )
     evaluate.add_argument(
-        "--no-text-links",
-        action="store_true",
-        help="ingest the given triples alone, without the text's own links (GraphRAGTransform(text_links=False))",
+        "--no-text-links", action="store_true", help="ingest the given triples alone, without the text's own links (GraphRAGTransform(text_links=False))",
     )
     evaluate.add_argument(
         "--time-ingest", action="store_true", help="time the ingest uncached, against a plain dense ingest"

@@ -17,11 +17,11 @@ import asyncio
 import logging
 import threading
 from functools import partial
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import BaseNode, NodeWithScore
+from llama_index.core.schema import BaseNode, NodeWithScore, TransformComponent
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood
@@ -29,6 +29,7 @@ from llama_index_graphrag_milvus.backends.choice import check_settings, open_bac
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import ensure_index
+from llama_index_graphrag_milvus.ingest.bulk import bulk_load
 from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, PASSAGE_FIELDS, checked
 from llama_index_graphrag_milvus.ingest.writes import Writer, passages_of
 from llama_index_graphrag_milvus.llm.mentions import known_names
@@ -129,17 +130,15 @@ class MilvusGraphStore:
 
     def sync(self) -> bool:
         """Catch up with what other stores wrote to these collections (other processes, on a server): if
-        Milvus' write generation moved since the in-memory caches were built, build new ones as an open
-        does, swap them in and return True; one read when nothing changed. Writes catch up first by
-        themselves. Meanwhile both caches are in memory and writes wait; a retrieval running across the
-        swap reads the new caches from its next step on (steps pass ids). False with `adjacency="milvus"`."""
+        Milvus' write generation moved since the caches were built, build new ones as an open does, swap
+        them in and return True; one read when nothing changed. Writes catch up first by themselves. A
+        retrieval across the swap reads the new caches from its next step on. False with `adjacency="milvus"`."""
         with self._write_lock:
             if not self._graph.behind():
                 return False
             self._connect(*self._open_backend(False))
             return True
 
-    # the collections --------------------------------------------------------------------------
     @property
     def vector_store(self) -> PassageVectorStore:
         """The passages collection as a standard `MilvusVectorStore`, for plain vector RAG on the same
@@ -155,7 +154,6 @@ class MilvusGraphStore:
 
     backend = property(lambda self: self._graph, doc="The graph backend (`MemoryGraph` or `MilvusGraph`).")
 
-    # writing ------------------------------------------------------------------------------------
     def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
         """Store passage nodes with their triplets (by default, those in their metadata); return their ids.
 
@@ -183,10 +181,19 @@ class MilvusGraphStore:
             self._writer.delete_passages(passage_ids)
 
     def clear(self) -> None:
-        """Delete every entity, relation and passage of this store, and start empty. Retrievals running
-        meanwhile see the store before or after, never a missing collection."""
+        """Delete every entity, relation and passage of this store, and start empty (retrievals meanwhile
+        see the store before or after, never a missing collection)."""
         with self._write_lock:
             self._writer.clear()
+
+    def bulk_load(self, nodes: Iterable[BaseNode], transform: Optional[TransformComponent] = None, *,
+                  chunk_size: int = 1000, show_progress: bool = False) -> Dict[str, int]:
+        """A big first load into an empty store (refused on one that holds rows), at Milvus' insert rate:
+        `nodes` (any iterable, read `chunk_size` at a time) with their triplets, as `add` takes them, or
+        through `transform` (a `GraphRAGTransform` on this store: its extraction, not its writes). Leaves the
+        rows that `add` (or `transform`) leaves on the same chunks. Returns the rows written, by collection."""
+        with self._write_lock:
+            return bulk_load(self._writer, nodes, transform, chunk_size, show_progress)
 
     async def aadd(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
         """Async `add`: the work runs off the event loop."""
@@ -200,7 +207,6 @@ class MilvusGraphStore:
         """Seal what was written, so that searches run on indexed segments (searches do it when needed)."""
         self.collections.flush()
 
-    # reading ------------------------------------------------------------------------------------
     generation = property(lambda self: self.collections.generation(),
                           doc="A token of the store's state in Milvus, changed by every write of any store on it.")
 
@@ -276,17 +282,12 @@ class MilvusGraphStore:
         """Passage nodes by passage id, as they were ingested (node id, text and metadata)."""
         return {row["id"]: _to_node(row) for row in self.collections.get(PASSAGES, list(passage_ids), PASSAGE_FIELDS)}
 
-    # closing ------------------------------------------------------------------------------------
     def close(self) -> None:
         """Release the database, so that another store or process can open it. Idempotent."""
-        if self.collections.client is None:
-            return
-        try:
+        if self.collections.client is not None:
             with self._write_lock:
-                self._graph.close()
-        except Exception as exc:  # a cache that cannot be saved is rebuilt next time
-            logger.warning("Could not save the caches of %r: %s", self, exc)
-        self.collections.close()
+                _save_caches(self)
+            self.collections.close()
 
     def __enter__(self) -> "MilvusGraphStore":
         return self
@@ -296,6 +297,13 @@ class MilvusGraphStore:
 
     def __repr__(self) -> str:
         return f"MilvusGraphStore(uri={self.uri!r}, collection_prefix={self.collection_prefix!r})"
+
+
+def _save_caches(store: MilvusGraphStore) -> None:
+    try:
+        store.backend.close()
+    except Exception as exc:  # a cache that cannot be saved is rebuilt next time
+        logger.warning("Could not save the caches of %r: %s", store, exc)
 
 
 def _to_node(row: Dict[str, Any]) -> BaseNode:

@@ -207,6 +207,12 @@ class GraphCache:
                 "synonyms": synonyms,
             }
 
+    def relation_ends(self, positions: np.ndarray) -> np.ndarray:
+        """The (subject, object) entity ids of the relations at `positions`, as an N×2 array."""
+        with self._lock:
+            ends = self._ends.array().reshape(-1, 2)[np.asarray(positions, dtype=np.int64)]
+            return self.entities.ids_array()[ends].reshape(-1, 2)
+
     def has_entity(self, entity_id: int) -> bool:
         return entity_id in self.entities.position
 

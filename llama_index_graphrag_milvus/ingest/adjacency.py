@@ -1,10 +1,11 @@
 """How a write changes the adjacency index (`milvus/adjacency.py`), and what it leaves orphaned.
 
-Planned from the rows it touches, read by primary key, before anything is written: the passages
+Planned from the rows it touches before anything is written: in memory mode from the cache, which the
+index mirrors (`CachedIndex`: nothing is read back), else read from Milvus by primary key. The passages
 written, rewritten or deleted (each with the relations it stated before and states after), the new
-relations and the new entities' synonym links. Every change is a set operation, so planning the same
-write again over rows that already hold it gives the same rows: an interrupted write, run again,
-converges. The orphans are the relations no passage states any more and the entities left with no
+relations and the new entities' synonym links make the change. Every change is a set operation, so
+planning the same write again over rows that already hold it gives the same rows: an interrupted write,
+run again, converges. The orphans are the relations no passage states any more and the entities left with no
 relation; the writer deletes them after the passages.
 """
 
@@ -14,6 +15,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Sequence, Set, Tuple
 
+import numpy as np
+
+from llama_index_graphrag_milvus.graph.cache import GraphCache
+from llama_index_graphrag_milvus.graph.sparse import neighbours, unique
 from llama_index_graphrag_milvus.milvus.adjacency import EMPTY_ROW, AdjacencyIndex, EntityRow, RelationRow, from_columns
 from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, BUCKET, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.snapshot import read_columns
@@ -167,6 +172,61 @@ def _orphans(index: AdjacencyIndex, plan: AdjacencyChange, touched: Set[int]) ->
             dropped = plan.entities[s].synonyms & gone
             plan.entities[s].synonyms -= gone
             plan.unlinked[s] = dropped
+
+
+class CachedIndex:
+    """The adjacency index's rows as the memory backend's cache holds them, for planning a write with no
+    read from Milvus: the index mirrors the cache (both follow every write), so an entity's row is its
+    live relations, the passages stating one of them and its synonyms, and a relation's row its ends and
+    the passages stating it, each in as many buckets as its lists need. Reads what `plan_adjacency` reads
+    of an `AdjacencyIndex`."""
+
+    def __init__(self, index: AdjacencyIndex, cache: GraphCache) -> None:
+        self.collections, self.cache = index.collections, cache
+
+    def entities(self, ids: Iterable[int], fields: Sequence[str] = (), whole: bool = True) -> Dict[int, EntityRow]:
+        ids = list(dict.fromkeys(int(i) for i in ids))
+        positions = self.cache.entities.lookup(np.asarray(ids, dtype=np.int64))
+        graph, found = self.cache.snapshot(), {}
+        relation_ids, entity_ids = self.cache.relations.ids_array(), self.cache.entities.ids_array()
+        for eid, position in zip(ids, positions.tolist()):
+            if position < 0 or position >= graph.shape[0]:
+                continue
+            relations = _row(graph.entity_relation, position)
+            if not len(relations):
+                continue  # no row in the index
+            passages = unique(neighbours(graph.relation_passage, relations))
+            row = EntityRow(set(relation_ids[relations].tolist()), set(self.cache.passage_ids(passages)),
+                            set(entity_ids[_row(graph.entity_entity, position)].tolist()))
+            row.passage_count, row.buckets = len(row.passages), _needed(row)
+            found[eid] = row
+        return found
+
+    def relations(self, ids: Iterable[int]) -> Dict[int, RelationRow]:
+        ids = list(dict.fromkeys(int(i) for i in ids))
+        positions = self.cache.relations.lookup(np.asarray(ids, dtype=np.int64))
+        known = positions >= 0
+        graph, found = self.cache.snapshot(), {}
+        ends = self.cache.relation_ends(positions[known]).tolist()
+        for rid, position, (subject, object_) in zip(np.asarray(ids)[known].tolist(), positions[known].tolist(), ends):
+            passages = set(self.cache.passage_ids(_row(graph.relation_passage, position))) if position < graph.shape[1] else set()
+            found[rid] = RelationRow(subject, object_, passages, _needed_passages(passages))  # none: no row
+        return found
+
+
+def planner(index: AdjacencyIndex, graph: Any) -> Any:
+    """Where a write reads the index rows it changes: the memory backend's cache, which the index mirrors
+    (no read from Milvus), unless another store wrote since the cache was built; else the index."""
+    cache = getattr(graph, "cache", None)
+    return CachedIndex(index, cache) if isinstance(cache, GraphCache) and not graph.behind() else index
+
+
+def _row(matrix, position: int) -> np.ndarray:
+    return matrix.indices[matrix.indptr[position] : matrix.indptr[position + 1]]
+
+
+def _needed_passages(passages: Set[str]) -> int:
+    return -(-len(passages) // BUCKET) if passages else 0
 
 
 #: The row that says the index is complete (written last when a store's index is built).

@@ -27,7 +27,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 
 from llama_index_graphrag_milvus.backends.base import GraphBackend, Written
 from llama_index_graphrag_milvus.errors import GraphStoreError
-from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, mark_built, plan_adjacency
+from llama_index_graphrag_milvus.ingest.adjacency import AdjacencyChange, PassageChange, mark_built, plan_adjacency, planner
 from llama_index_graphrag_milvus.ingest.rows import PASSAGE_FIELDS, checked_vectors, dropped_keys, embed, embedded_text, needs_rewrite, passage_row
 from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections
@@ -91,7 +91,7 @@ class Writer:
             plan = self._plan(todo, stored, held, rows)
             links = {r["id"]: r["synonym_ids"] for r in plan.entities if r["synonym_ids"]}
             ends = {r["id"]: (r["subject_id"], r["object_id"]) for r in plan.relations}
-            change = plan_adjacency(self.index, plan.changes, ends, links)
+            change = plan_adjacency(planner(self.index, self.graph), plan.changes, ends, links)
             self._written(lambda: self._write_index(plan, change), lambda: self._write_passages(plan, change),
                           plan, plan.changes, change)
         return pids
@@ -111,7 +111,7 @@ class Writer:
         if not pids:
             return
         changes = [PassageChange(p, stored[p], set()) for p in pids]
-        change = plan_adjacency(self.index, changes)
+        change = plan_adjacency(planner(self.index, self.graph), changes)
 
         def delete() -> Written:
             self.collections.delete(PASSAGES, pids)

@@ -124,10 +124,12 @@ class AdjacencyIndex:
 
     # writing ------------------------------------------------------------------------------------
     def write(
-        self, entities: Dict[int, EntityRow], relations: Dict[int, RelationRow], batch_size: int = 512
+        self, entities: Dict[int, EntityRow], relations: Dict[int, RelationRow], batch_size: int = 512,
+        fresh: bool = False,
     ) -> None:
         """Store these rows as they are now: rows with nothing left are deleted, the others rewritten in
-        as many buckets as their lists need (the surplus buckets of a list that shrank are deleted)."""
+        as many buckets as their lists need (the surplus buckets of a list that shrank are deleted).
+        `fresh`: none of them is stored yet (a bulk load), so they are inserted."""
         rows: List[Dict[str, Any]] = []
         gone: List[str] = []
         for eid, row in entities.items():
@@ -138,7 +140,7 @@ class AdjacencyIndex:
             _bucketed(rows, gone, relation_key, rid, rel.buckets, lists, len(rel.passages), (rel.subject, rel.object),
                       bool(rel.passages))
         for batch in chunked(rows, batch_size):
-            self.collections.upsert(ADJACENCY, batch)
+            (self.collections.insert if fresh else self.collections.upsert)(ADJACENCY, batch)
         self.collections.delete(ADJACENCY, gone)
 
 

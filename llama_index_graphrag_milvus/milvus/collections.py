@@ -343,6 +343,13 @@ class Collections:
             if self.is_lite:
                 self._unflushed.add(kind)
 
+    def insert(self, kind: str, rows: List[Dict[str, Any]]) -> None:
+        """Insert new rows (ids not stored: Milvus would keep both rows of an id inserted twice)."""
+        if rows:
+            self.client.insert(self.names[kind], rows)
+            if self.is_lite:
+                self._unflushed.add(kind)
+
     def delete(self, kind: str, ids: Sequence[Any]) -> None:
         for batch in chunked(list(ids), ID_BATCH):
             self.client.delete(self.names[kind], filter=id_filter(batch))
