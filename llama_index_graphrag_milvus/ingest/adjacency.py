@@ -18,7 +18,6 @@ from typing import Any, Dict, Iterable, List, Sequence, Set, Tuple
 import numpy as np
 
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.graph.sparse import neighbours, unique
 from llama_index_graphrag_milvus.milvus.adjacency import EMPTY_ROW, AdjacencyIndex, EntityRow, RelationRow, from_columns
 from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, BUCKET, PASSAGES, RELATIONS, Collections
 from llama_index_graphrag_milvus.milvus.snapshot import read_columns
@@ -185,19 +184,23 @@ class CachedIndex:
         self.collections, self.cache = index.collections, cache
 
     def entities(self, ids: Iterable[int], fields: Sequence[str] = (), whole: bool = True) -> Dict[int, EntityRow]:
-        ids = list(dict.fromkeys(int(i) for i in ids))
-        positions = self.cache.entities.lookup(np.asarray(ids, dtype=np.int64))
-        graph, found = self.cache.snapshot(), {}
-        relation_ids, entity_ids = self.cache.relations.ids_array(), self.cache.entities.ids_array()
-        for eid, position in zip(ids, positions.tolist()):
-            if position < 0 or position >= graph.shape[0]:
-                continue
-            relations = _row(graph.entity_relation, position)
-            if not len(relations):
-                continue  # no row in the index
-            passages = unique(neighbours(graph.relation_passage, relations))
-            row = EntityRow(set(relation_ids[relations].tolist()), set(self.cache.passage_ids(passages)),
-                            set(entity_ids[_row(graph.entity_entity, position)].tolist()))
+        ids = np.fromiter(dict.fromkeys(int(i) for i in ids), np.int64)
+        graph = self.cache.snapshot()
+        positions = self.cache.entities.lookup(ids)
+        known = (positions >= 0) & (positions < graph.shape[0])
+        ids, positions = ids[known], positions[known]
+        relations = graph.entity_relation[positions]  # the rows of all of them at once
+        held = np.diff(relations.indptr) > 0  # an entity with no relation has no row in the index
+        ids, positions, relations = ids[held], positions[held], relations[held]
+        passages = (relations.astype(np.int32) @ graph.relation_passage).tocsr()  # the passages of their relations
+        synonyms = graph.entity_entity[positions]
+        rel_ids = self.cache.relations.ids_array()[relations.indices].tolist()
+        pas_ids = self.cache.passage_ids(passages.indices)
+        syn_ids = self.cache.entities.ids_array()[synonyms.indices].tolist()
+        r, p, s = relations.indptr.tolist(), passages.indptr.tolist(), synonyms.indptr.tolist()
+        found = {}
+        for i, eid in enumerate(ids.tolist()):
+            row = EntityRow(set(rel_ids[r[i] : r[i + 1]]), set(pas_ids[p[i] : p[i + 1]]), set(syn_ids[s[i] : s[i + 1]]))
             row.passage_count, row.buckets = len(row.passages), _needed(row)
             found[eid] = row
         return found

@@ -122,6 +122,22 @@ def _create_collections(
     return created
 
 
+def upsert_columns(client: MilvusClient, name: str, rows: List[Dict[str, Any]], schemas: Dict[str, Any]) -> bool:
+    """Upsert rows that hold every field of a collection of fixed schema column by column: pymilvus packs
+    columns ~5x faster than rows, and the same rows are stored. False, writing nothing, if the rows (or
+    this pymilvus) do not allow it."""
+    handler = getattr(client, "_get_connection", lambda: None)()
+    if not hasattr(handler, "upsert"):
+        return False
+    if name not in schemas:
+        schemas[name] = handler.describe_collection(name)
+    fields = {f["name"]: f["type"] for f in schemas[name]["fields"]}
+    if not all(row.keys() == fields.keys() for row in rows):
+        return False
+    handler.upsert(name, [{"name": n, "type": t, "values": [row[n] for row in rows]} for n, t in fields.items()], schema=schemas[name])
+    return True
+
+
 def _create_collection(client: MilvusClient, name: str, schema: Any, index_config: Dict[str, Any], consistency: str) -> None:
     index_params = client.prepare_index_params()
     config = dict(index_config)
@@ -174,6 +190,7 @@ class Collections:
         self._index_config = index_config
         self._consistency_level = consistency_level
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
+        self._schemas: Dict[str, Any] = {}  # by collection name, described once (`upsert_columns`)
         self.calls: Counter = Counter()  # queries and searches made, by kind (what the benchmarks count)
         self.ids_read: Counter = Counter()  # rows asked for by primary key, by collection kind
         self.seconds: Counter = Counter()  # time spent in those calls, by kind (the benchmarks' breakdown)
@@ -339,7 +356,8 @@ class Collections:
     # writing ----------------------------------------------------------------------------------
     def upsert(self, kind: str, rows: List[Dict[str, Any]]) -> None:
         if rows:
-            self.client.upsert(self.names[kind], rows)
+            if kind == PASSAGES or not upsert_columns(self.client, self.names[kind], rows, self._schemas):
+                self.client.upsert(self.names[kind], rows)  # passages: their metadata keys vary
             if self.is_lite:
                 self._unflushed.add(kind)
 
