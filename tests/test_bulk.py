@@ -118,3 +118,22 @@ def test_the_bulk_load_command_loads_what_ingest_loads(passages, tmp_path, capsy
     with pytest.raises(SystemExit):
         main(["bulk-load", str(passages), "--uri", str(tmp_path / "bulk.db")])
     assert "empty store" in capsys.readouterr().err
+
+
+def test_rows_are_the_same_when_pymilvus_refuses_the_column_wise_upsert(make_store, tmp_path, monkeypatch):
+    from pymilvus.client.grpc_handler import GrpcHandler
+
+    nodes = load_sample().nodes
+    columns = make_store(uri=str(tmp_path / "columns.db"))
+    GraphRAGTransform(store=columns)(nodes[:CHUNK])
+    calls = []
+
+    def refused(self, *args, **kwargs):  # a pymilvus whose private call takes other arguments
+        calls.append(args[0])
+        raise TypeError("upsert() got an unexpected keyword argument 'schema'")
+
+    monkeypatch.setattr(GrpcHandler, "upsert", refused)
+    as_rows = make_store(uri=str(tmp_path / "rows.db"))
+    GraphRAGTransform(store=as_rows)(nodes[:CHUNK])
+    assert calls, "the column-wise upsert was not tried"
+    assert rows(as_rows) == rows(columns)
