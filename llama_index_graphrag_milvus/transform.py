@@ -142,13 +142,17 @@ class GraphRAGTransform(TransformComponent):
         return run_sync(self.acall(nodes, **kwargs))
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        await self.store.aadd(nodes, await self._atriplets(nodes))  # rewrites a passage whose pending mark changed
+        return nodes
+
+    async def _atriplets(self, nodes: Sequence[BaseNode]) -> _Linked:
+        """What `acall` writes for each node: its triplets, given, extracted and linked; nothing is written."""
         triplets = self._given(nodes)
         todo = [i for i, t in enumerate(triplets) if t is None]
         free = await self._extract(nodes, triplets, todo) if todo else []
         linked = await asyncio.to_thread(self._with_text_links, nodes, triplets, free)
         self._report(nodes, triplets, linked, todo, free)
-        await self.store.aadd(nodes, linked)  # it also rewrites a passage whose pending mark alone changed
-        return nodes
+        return linked
 
     def _given(self, nodes: Sequence[BaseNode]) -> _Triplets:
         """The triplets each node carries (None: none). A pending node's triplets (the free extractor's)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
@@ -25,6 +25,7 @@ from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.ingest.adjacency import BUILT, ensure_index, mark_built
 from llama_index_graphrag_milvus.ingest.rows import checked, passage_row
 from llama_index_graphrag_milvus.ingest.writes import Writer
+from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.milvus.adjacency import from_columns
 from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, ENTITIES, KINDS, PASSAGES, RELATIONS
 from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id
@@ -44,24 +45,6 @@ class _Seen:
 
     def has_relations(self, ids: np.ndarray) -> np.ndarray:
         return np.fromiter((int(i) in self.relations for i in ids), bool, len(ids))
-
-
-class _Gather:
-    """Stands in for the store in a `GraphRAGTransform` during a bulk load: its extraction runs as
-    configured, and what it would write is gathered instead."""
-
-    def __init__(self, store: Any) -> None:
-        self.store, self.gathered = store, []
-
-    def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
-        self.gathered.append((list(nodes), None if triplets is None else list(triplets)))
-        return [passage_id(n.ref_doc_id or n.node_id, n.get_content(MetadataMode.NONE)) for n in nodes]
-
-    async def aadd(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
-        return self.add(nodes, triplets)
-
-    def __getattr__(self, name: str) -> Any:  # reads (an LLM extractor's stored extractions) go to the store
-        return getattr(self.store, name)
 
 
 def refuse_unless_empty(writer: Writer) -> None:
@@ -91,8 +74,7 @@ def bulk_load(
     try:
         with tqdm(total=total, desc="Bulk load", unit="passage", disable=not show_progress) as bar:
             for chunk in _chunks(nodes, chunk_size):
-                for given, triplets in _extracted(chunk, transform, writer):
-                    load.chunk(*checked(given, triplets))
+                load.chunk(*checked(chunk, _triplets(chunk, transform)))
                 bar.update(len(chunk))
             bar.set_postfix_str("adjacency index")
             load.index()
@@ -109,17 +91,9 @@ def _chunks(nodes: Iterable[BaseNode], size: int) -> Iterator[List[BaseNode]]:
         yield chunk
 
 
-def _extracted(chunk: List[BaseNode], transform: Any, writer: Writer) -> List[Tuple[List[BaseNode], Any]]:
-    """The chunk's nodes and triplets (None: those in their metadata), through `transform` if given."""
-    if transform is None:
-        return [(chunk, None)]
-    gather, store = _Gather(transform.store), transform.store
-    transform.store = gather
-    try:
-        transform(chunk)
-    finally:
-        transform.store = store
-    return gather.gathered
+def _triplets(chunk: List[BaseNode], transform: Any) -> Any:
+    """The chunk's triplets through `transform`'s extraction (nothing written), else None: those in their metadata."""
+    return None if transform is None else run_sync(transform._atriplets(chunk))
 
 
 def _stopped(writer: Writer, load: "_Load", exc: Exception) -> None:
@@ -168,11 +142,7 @@ class _Load:
             return
         rows = {pid: passage_row(pid, node, ts) for pid, (node, ts) in todo.items()}
         writer, graph = self.writer, self.writer.graph
-        writer.graph = self.seen  # the plan asks what is stored: what this load wrote
-        try:
-            plan = writer._plan(todo, {}, {}, rows)
-        finally:
-            writer.graph = graph
+        plan = writer._plan(todo, {}, {}, rows, known=self.seen)  # stored: what this load wrote
         for kind, kind_rows in ((ENTITIES, plan.entities), (RELATIONS, plan.relations), (PASSAGES, plan.passages)):
             for batch in chunked(kind_rows, writer.batch_size):
                 writer.collections.insert(kind, batch)

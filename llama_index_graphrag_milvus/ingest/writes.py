@@ -168,10 +168,12 @@ class Writer:
 
     def _plan(
         self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Set[int]],
-        held: Dict[str, Dict[str, Any]], rows: Dict[str, Dict[str, Any]],
+        held: Dict[str, Dict[str, Any]], rows: Dict[str, Dict[str, Any]], known: Any = None,
     ) -> _Plan:
         """Build, embed and check every row of the write (`held`: the stored rows of the passages written
-        again; `rows`: the passages' rows, checked, without embeddings); nothing is written."""
+        again; `rows`: the passages' rows, checked, without embeddings; `known`: what tells the entities and
+        relations stored, by default the graph backend); nothing is written."""
+        known = known or self.graph
         plan = _Plan(passages=[rows[pid] for pid in todo])
         for row in plan.passages:
             row.update(dropped_keys(row, held.get(row["id"])))
@@ -184,8 +186,8 @@ class Writer:
                 relations.setdefault(t.id, t)
                 entities.setdefault(t.subject_id, t.subject)
                 entities.setdefault(t.object_id, t.object)
-        known_entities = self.graph.has_entities(np.fromiter(entities, np.int64, len(entities)))
-        known_relations = self.graph.has_relations(np.fromiter(relations, np.int64, len(relations)))
+        known_entities = known.has_entities(np.fromiter(entities, np.int64, len(entities)))
+        known_relations = known.has_relations(np.fromiter(relations, np.int64, len(relations)))
         new_entities = {e: n for (e, n), known in zip(entities.items(), known_entities) if not known}
         new_relations = [t for t, known in zip(relations.values(), known_relations) if not known]
         vectors = self._embed(list(new_entities.values()), "entity names")
