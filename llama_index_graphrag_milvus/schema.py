@@ -48,6 +48,26 @@ def passage_id(ref_doc_id: str, text: str) -> str:
     return hashlib.blake2b(f"{ref_doc_id}\x1f{text}".encode("utf-8"), digest_size=12).hexdigest()
 
 
+def statement_id(passage: str, relation: int) -> int:
+    """Deterministic id of a statement: passage `passage` states relation `relation`."""
+    return _hash64("statement", passage, str(relation))
+
+
+def link_id(a: int, b: int) -> int:
+    """Deterministic id of the link between two entities, whichever order they come in."""
+    return _hash64("link", *map(str, sorted((a, b))))
+
+
+#: Slots of a statement's entity: `slot(passage, entity)` is in [0, SLOTS).
+SLOTS = 1024
+
+
+def slot(passage: str, entity: int) -> int:
+    """The slot of (passage, entity): the same for every relation the passage states about the entity,
+    so that reading an entity's statements in a range of slots reads a share of its passages."""
+    return _hash64("slot", passage, str(entity)) % SLOTS
+
+
 @dataclass(frozen=True)
 class Triplet:
     """A (subject, predicate, object) statement taken from a passage, with display names as written."""

@@ -1,19 +1,20 @@
-"""MilvusGraphStore: entities, relations and passages of a Graph RAG index in three Milvus collections
-(and two of bookkeeping: the adjacency index and the store's state).
+"""MilvusGraphStore: entities, relations and passages of a Graph RAG index in Milvus, as facts written once
+(`docs/design/collections.md`).
 
-Milvus is the single source of truth. A relation row holds its subject and object entity ids; a passage
-row holds its text, `ref_doc_id`, metadata and the ids of the relations it states (the relation→passage
-edges live on the passage side: a passage states a bounded number of relations, while a relation may be
-stated by any number of passages, and an edge is then written once, atomically with its passage).
-
-The store is a facade over three parts picked once when it opens (`backends.choice`): the collections
-(`milvus.collections`), the graph backend that holds or queries the adjacency (`backends`), and the
-vector search (`milvus.search`). Writes and deletes are in `ingest.writes`.
+Milvus is the single source of truth. A passage row holds its text, `ref_doc_id`, metadata and the ids of
+the relations it states; a relation row its two entities; statements, links and the log are facts written
+with them. The store is a facade over three parts picked once when it opens (`backends.choice`): the
+collections (`milvus.collections`), the graph backend that derives the adjacency from the facts, in this
+process or read from Milvus (`backends`), and the vector search (`milvus.search`). Writes and deletes are
+in `ingest.writes`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import inspect
+import itertools
 import logging
 import threading
 from functools import partial
@@ -27,13 +28,11 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood
 from llama_index_graphrag_milvus.backends.choice import check_settings, open_backend
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
-from llama_index_graphrag_milvus.errors import GraphStoreError
-from llama_index_graphrag_milvus.ingest.adjacency import ensure_index
-from llama_index_graphrag_milvus.ingest.bulk import bulk_load
+from llama_index_graphrag_milvus.errors import GraphStoreError, unexpected_keywords
+from llama_index_graphrag_milvus.ingest.compact import compact
 from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, PASSAGE_FIELDS, checked
 from llama_index_graphrag_milvus.ingest.writes import Writer, passages_of
 from llama_index_graphrag_milvus.llm.mentions import known_names
-from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
 from llama_index_graphrag_milvus.milvus.filters import milvus_literal
 from llama_index_graphrag_milvus.milvus.search import PassageCheck, VectorSearch
@@ -45,6 +44,9 @@ __all__ = ["DEFAULT_URI", "MAX_PASSAGE_BYTES", "GraphStoreError", "MilvusGraphSt
 logger = logging.getLogger(__name__)
 
 DEFAULT_URI = "./graphrag_milvus.db"
+#: What `MilvusClient` takes (through `client_kwargs`), for the error that says where a keyword goes.
+_CLIENT_KEYWORDS = ("user", "password", "db_name", "timeout", "secure", "server_pem_path", "server_name",
+                    "client_pem_path", "client_key_path", "ca_pem_path")
 
 
 class MilvusGraphStore:
@@ -56,29 +58,32 @@ class MilvusGraphStore:
         token: The token of a Milvus server or Zilliz Cloud ("user:password" or an API key).
         embed_model: For entity names, relation sentences and passages. Defaults to `Settings.embed_model`
             when it is set or OPENAI_API_KEY is, else to the bundled offline MiniLM (the `local` extra).
-        collection_prefix: The collections are `{prefix}_entities`, `_relations`, `_passages`, `_adjacency`
-            and `_state`; stores with different prefixes never see each other's rows.
+        collection_prefix: The collections are `{prefix}_entities`, `_relations`, `_passages`,
+            `_statements`, `_links` and `_log`; stores with different prefixes never see each other's rows.
         dim: The embedding dimension; found by embedding a probe text when not given.
-        batch_size: Rows per embedding call and per Milvus insert.
-        index_config: The vector index of the three collections (Milvus `add_index` arguments): FLAT
-            (exact) by default on Milvus Lite, whose HNSW loses hits in filtered search, AUTOINDEX on a server.
-        synonym_threshold: Entities whose embeddings are at least this close (cosine) are linked as
-            synonyms, so that chains continue across spellings; None disables the links.
+        batch_size: Rows per embedding call and per Milvus upsert.
+        index_config: The vector index of entities, relations and passages (Milvus `add_index` arguments):
+            FLAT (exact) by default on Milvus Lite, whose HNSW loses hits in filtered search, AUTOINDEX on a server.
+        synonym_threshold: Entities whose embeddings are at least this close (cosine) are linked, and each
+            keeps its best links as synonyms, so that chains continue across spellings; None: no links.
         vector_cache: Search a float32 copy of the vectors in memory, not Milvus (4·dim bytes a row; exact
             numpy while small, faiss above: `milvus.vectors`). On by default for Milvus Lite, whose every
             call is slow, off for a server. Needs `adjacency="memory"`.
-        adjacency: "memory" (the default) keeps the sparse adjacency in this process, built on open (`sync`);
-            "milvus" keeps none: every hop reads the rows it touches from the adjacency index in Milvus,
-            by primary key, for graphs larger than one process's memory. Both give the same answers.
+        adjacency: "memory" (the default) derives the sparse adjacency in this process when first used;
+            "milvus" keeps none: every hop reads what it touches from Milvus, by indexed fields, for graphs
+            larger than one process's memory. Both give the same answers.
         consistency_level: Of every read (and of new collections). "Session" (the default, as
             LlamaIndex's `MilvusVectorStore`) reads this store's own writes at once and other clients'
             within a moment; "Strong" reads every client's at once, at ~200 ms a call on a server (Milvus
-            2.3.5 waits for its time tick). The write generation (`sync`, snapshots) is always read Strong.
-        snapshot: Where `close()` saves the in-memory caches, for the next open to read instead of every
+            2.3.5 waits for its time tick). The log (`sync`, snapshots) is always read Strong.
+        snapshot: Where `close()` saves the in-memory caches, for the next build to read instead of every
             row (`milvus.snapshot`). Defaults to `<database path>.graphrag-cache/<prefix>.npz` on Milvus
-            Lite and to none on a server; a path turns it on (if this process is the only writer), False off.
+            Lite and to none on a server; a path turns it on, False off.
         overwrite: Drop the store's collections first.
-        **client_kwargs: Passed to `MilvusClient` (e.g. `db_name`, `server_pem_path`).
+        client_kwargs: Passed to `MilvusClient` (e.g. `{"db_name": ...}`, `{"server_pem_path": ...}`).
+
+    Raises:
+        TypeError: A keyword it does not take, naming the close match (or `client_kwargs`).
     """
 
     def __init__(
@@ -97,46 +102,54 @@ class MilvusGraphStore:
         consistency_level: str = "Session",
         snapshot: Optional[str | bool] = None,
         overwrite: bool = False,
-        **client_kwargs: Any,
+        client_kwargs: Optional[Dict[str, Any]] = None,
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            raise unexpected_keywords("MilvusGraphStore", unknown, STORE_PARAMETERS, dict.fromkeys(
+                _CLIENT_KEYWORDS, "client_kwargs={...} (the Milvus client's options)"))
         check_settings(collection_prefix, adjacency)
         self.collection_prefix, self.adjacency = collection_prefix, adjacency
         self.embed_model = resolve_embed_model(embed_model)
         self.batch_size, self.synonym_threshold = batch_size, synonym_threshold
         self.consistency_level = consistency_level
         self._dim = dim or len(self.embed_model.get_text_embedding("dimension probe"))
-        self._write_lock = threading.RLock()  # a write syncs first
+        self._write_lock = threading.RLock()
         self.collections = Collections(
             uri, token, collection_prefix, self._dim,
             index_config=index_config or {"index_type": "FLAT" if is_local_path(uri) else "AUTOINDEX"},
-            consistency_level=consistency_level, overwrite=overwrite, client_kwargs=client_kwargs, owner=self,
+            consistency_level=consistency_level, overwrite=overwrite, client_kwargs=dict(client_kwargs or {}), owner=self,
         )
         self.uri = self.collections.uri
+        #: What reopens this store elsewhere (a worker process of `IngestionPipeline`): `reopened`.
+        self.settings = dict(uri=self.uri, token=token, embed_model=self.embed_model, collection_prefix=collection_prefix,
+                             dim=self._dim, batch_size=batch_size, index_config=index_config,
+                             synonym_threshold=synonym_threshold, vector_cache=vector_cache, adjacency=adjacency,
+                             consistency_level=consistency_level, snapshot=False, client_kwargs=client_kwargs)
         self._open_backend = partial(open_backend, self.collections, adjacency, vector_cache, snapshot)
-        try:
-            self._connect(*self._open_backend(overwrite))
-            self._index = AdjacencyIndex(self.collections)
-            ensure_index(self._index)
-        except BaseException:
-            self.collections.close()
-            raise
+        self._connect(*self._open_backend(overwrite))
 
     def _connect(self, graph: GraphBackend, search: VectorSearch) -> None:
-        """Open `graph` and write and read through it (and `search`) from now on."""
-        graph.open()
+        """Read and write through `graph` and `search` from now on (a retrieval under way keeps the old)."""
         self._graph, self._search = graph, search
         self._writer = Writer(self.collections, graph, search, self.embed_model, self._dim, self.batch_size,
-                              self.synonym_threshold)
+                              self.synonym_threshold, failed=self._renew)
+
+    def _renew(self) -> None:
+        """New caches, built from Milvus when first used (after a write failed midway, or a compaction)."""
+        self._connect(*self._open_backend(False))
 
     def sync(self) -> bool:
         """Catch up with what other stores wrote to these collections (other processes, on a server): if
-        Milvus' write generation moved since the caches were built, build new ones as an open does, swap
-        them in and return True; one read when nothing changed. Writes catch up first by themselves. A
-        retrieval across the swap reads the new caches from its next step on. False with `adjacency="milvus"`."""
+        Milvus' log holds a write the caches do not, build new caches from Milvus, swap them in and
+        return True; one read of the log when nothing changed. A retrieval across the swap reads the new
+        caches from its next step on. False with `adjacency="milvus"`, which reads Milvus at every hop."""
         with self._write_lock:
             if not self._graph.behind():
                 return False
-            self._connect(*self._open_backend(False))
+            graph, search = self._open_backend(False)
+            graph.ready()  # type: ignore[attr-defined]  (only the memory backend is ever behind)
+            self._connect(graph, search)
             return True
 
     @property
@@ -147,7 +160,7 @@ class MilvusGraphStore:
 
     client = property(lambda self: self.collections.client, doc="The `MilvusClient` (None once closed).")
 
-    #: The names of the three collections.
+    #: The names of the three collections of embedded facts.
     entities_collection = property(lambda self: self.collections.names[ENTITIES])
     relations_collection = property(lambda self: self.collections.names[RELATIONS])
     passages_collection = property(lambda self: self.collections.names[PASSAGES])
@@ -159,41 +172,55 @@ class MilvusGraphStore:
 
         Idempotent: a passage stored as given (relations, metadata, source, carried embedding) is skipped;
         one whose metadata alone changed is written again alone (embedded if its embedded text changed).
-        Known entities and relations are not embedded again. Writes go entities, then relations, then
-        passages, so that an interrupted call never leaves a passage pointing at a relation not stored.
+        Known entities and relations are not embedded again. Every row is a fact upserted whole, each
+        passage after the facts it names, so that an interrupted call leaves a consistent store and, run
+        again, completes it (`docs/design/consistency.md`).
         """
         nodes, triplets = checked(nodes, triplets)
         with self._write_lock:
-            self.sync()
             return self._writer.add(nodes, triplets)
-
-    def delete(self, ref_doc_id: str) -> None:
-        """Delete a document: its passages, the relations no other passage states, and the entities left
-        with no relation. The adjacency follows."""
-        with self._write_lock:
-            self.sync()
-            self._writer.delete(ref_doc_id)
-
-    def delete_passages(self, passage_ids: Sequence[str]) -> None:
-        """Delete passages by id, the relations no other passage states, and entities left with none."""
-        with self._write_lock:
-            self.sync()
-            self._writer.delete_passages(passage_ids)
-
-    def clear(self) -> None:
-        """Delete every entity, relation and passage of this store, and start empty (retrievals meanwhile
-        see the store before or after, never a missing collection)."""
-        with self._write_lock:
-            self._writer.clear()
 
     def bulk_load(self, nodes: Iterable[BaseNode], transform: Optional[TransformComponent] = None, *,
                   chunk_size: int = 1000, show_progress: bool = False) -> Dict[str, int]:
-        """A big first load into an empty store (refused on one that holds rows), at Milvus' insert rate:
-        `nodes` (any iterable, read `chunk_size` at a time) with their triplets, as `add` takes them, or
-        through `transform` (a `GraphRAGTransform` on this store: its extraction, not its writes). Leaves the
-        rows that `add` (or `transform`) leaves on the same chunks. Returns the rows written, by collection."""
+        """`add` a chunk at a time, for a big load: `nodes` (any iterable, read `chunk_size` at a time) with
+        their triplets, or through `transform` (a `GraphRAGTransform` on this store). Returns the rows
+        stored, by collection."""
+        from tqdm.auto import tqdm
+
+        from llama_index_graphrag_milvus.llm.guard import run_sync
+
+        it = iter(nodes)
+        with tqdm(total=len(nodes) if hasattr(nodes, "__len__") else None, desc="Bulk load", unit="passage",
+                  disable=not show_progress) as bar:
+            while chunk := list(itertools.islice(it, chunk_size)):
+                self.add(chunk, None if transform is None else run_sync(transform._atriplets(chunk)))
+                bar.update(len(chunk))
+        return self.count()
+
+    def delete(self, ref_doc_id: str) -> None:
+        """Delete a document: its passages and their statements. The relations and entities only it
+        stated are left out of every read from now on, and `compact()` deletes them."""
+        self.delete_passages(self.passage_ids(ref_doc_id))
+
+    def delete_passages(self, passage_ids: Sequence[str]) -> None:
+        """Delete passages by id, as `delete` deletes a document's."""
         with self._write_lock:
-            return bulk_load(self._writer, nodes, transform, chunk_size, show_progress)
+            self._writer.delete_passages(passage_ids)
+
+    def clear(self) -> None:
+        """Delete every row of this store, and start empty (retrievals meanwhile see the store before or
+        after, never a missing collection)."""
+        with self._write_lock:
+            self._writer.clear()
+
+    def compact(self) -> Dict[str, int]:
+        """Delete what no stored passage states any more (relations, entities, their links, statements of
+        passages not stored), left by deletes and interrupted writes; return the rows deleted, by
+        collection. It reads every fact's id: run it when no other process writes this store."""
+        with self._write_lock:
+            deleted = compact(self.collections)
+            self._renew()
+            return deleted
 
     async def aadd(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
         """Async `add`: the work runs off the event loop."""
@@ -207,11 +234,13 @@ class MilvusGraphStore:
         """Seal what was written, so that searches run on indexed segments (searches do it when needed)."""
         self.collections.flush()
 
-    generation = property(lambda self: self.collections.generation(),
-                          doc="A token of the store's state in Milvus, changed by every write of any store on it.")
+    @property
+    def generation(self) -> str:
+        """A token of the store's state in Milvus, changed by every write of any store on it."""
+        return hashlib.blake2b("\n".join(sorted(self.collections.log_ids())).encode(), digest_size=16).hexdigest()
 
     def count(self) -> Dict[str, int]:
-        """Rows stored in each collection, as Milvus counts them."""
+        """Rows stored in each collection of embedded facts, as Milvus counts them (live or not)."""
         return self.collections.counts()
 
     def passage_ids(self, ref_doc_id: str) -> List[str]:
@@ -223,23 +252,25 @@ class MilvusGraphStore:
         return passages_of(self.collections, ref_doc_ids)
 
     def has_entities(self, entity_ids: Sequence[int]) -> np.ndarray:
-        """Whether each entity id is stored."""
-        return self._graph.has_entities(np.asarray(entity_ids, dtype=np.int64))
+        """Whether each entity id is live (a stored passage states a relation naming it)."""
+        return self._graph.live(ENTITIES, np.asarray(entity_ids, dtype=np.int64))
 
     def match_entities(self, text: str) -> List[str]:
         """Known entity names occurring in `text` (longest matches first, non-overlapping)."""
-        return known_names(text, self._graph.has_entities)
+        return known_names(text, self.has_entities)
 
     def entity_vectors(self, entity_ids: Sequence[int]) -> Dict[int, List[float]]:
-        """The vectors of the stored entities among `entity_ids`, as the entity search compares them."""
-        return self._search.entity_vectors(entity_ids)
+        """The vectors of the live entities among `entity_ids`, as the entity search compares them."""
+        ids = list(dict.fromkeys(int(e) for e in entity_ids))
+        live = [e for e, ok in zip(ids, self.has_entities(ids)) if ok]
+        return self._search.entity_vectors(live) if live else {}
 
     def search_entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
-        """For each vector, the `top_k` nearest entities."""
+        """For each vector, the `top_k` nearest live entities."""
         return self._search.entities(vectors, top_k)
 
     def search_relations(self, vector: Sequence[float], top_k: int) -> List[Tuple[int, float]]:
-        """The `top_k` relations nearest to `vector`, as (relation id, cosine)."""
+        """The `top_k` live relations nearest to `vector`, as (relation id, cosine)."""
         return self._search.relations(vector, top_k)
 
     def search_passage_ids(self, vector: Sequence[float], top_k: int, only: Optional[PassageCheck] = None) -> List[Tuple[str, float]]:
@@ -262,16 +293,21 @@ class MilvusGraphStore:
     def linked_passages(self, passage_id: str, hub_fraction: float = 0.02) -> List[str]:
         """The passages about an entity that `passage_id` names (at least half of a passage's relations
         name its entity: a title link's subject, an LLM's triples' main subject); hubs, the entities stated
-        in more than `hub_fraction` of the passages (at least 20 passages, at most 200: `hub_limit`), are not followed, as in walks."""
+        in more than `hub_fraction` of the passages (at least 20 passages, at most 200: `hub_limit`), are
+        not followed, as in walks."""
         return self._graph.linked_passages(passage_id, hub_fraction)
 
+    def synonyms_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
+        """The synonyms of each live entity (its best links, and those keeping it among theirs)."""
+        return self._graph.synonyms_of(entity_ids)
+
     def relations_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
-        """The relation ids of each stored entity (from the adjacency index: one lookup a batch)."""
-        return {e: row.relations for e, row in self._index.entities(entity_ids, ("relation_ids",)).items()}
+        """The live relation ids of each entity that has any."""
+        return self._graph.relations_of(entity_ids)
 
     def passages_stating(self, relation_ids: Sequence[int]) -> Dict[int, Set[str]]:
-        """The ids of the passages stating each stored relation (from the adjacency index)."""
-        return {r: row.passages for r, row in self._index.relations(relation_ids).items()}
+        """The ids of the passages stating each relation that some passage states."""
+        return self._graph.passages_stating(relation_ids)
 
     def describe(self, relation_ids: Sequence[int]) -> Dict[int, Triplet]:
         """The subject, predicate and object of each stored relation (one query per 1,000 ids)."""
@@ -286,7 +322,10 @@ class MilvusGraphStore:
         """Release the database, so that another store or process can open it. Idempotent."""
         if self.collections.client is not None:
             with self._write_lock:
-                _save_caches(self)
+                try:
+                    self._graph.close()
+                except Exception as exc:  # a cache that cannot be saved is rebuilt next time
+                    logger.warning("Could not save the caches of %r: %s", self, exc)
             self.collections.close()
 
     def __enter__(self) -> "MilvusGraphStore":
@@ -299,11 +338,8 @@ class MilvusGraphStore:
         return f"MilvusGraphStore(uri={self.uri!r}, collection_prefix={self.collection_prefix!r})"
 
 
-def _save_caches(store: MilvusGraphStore) -> None:
-    try:
-        store.backend.close()
-    except Exception as exc:  # a cache that cannot be saved is rebuilt next time
-        logger.warning("Could not save the caches of %r: %s", store, exc)
+#: The keywords `MilvusGraphStore` takes.
+STORE_PARAMETERS = list(inspect.signature(MilvusGraphStore).parameters)[:-1]
 
 
 def _to_node(row: Dict[str, Any]) -> BaseNode:

@@ -26,11 +26,12 @@ from llama_index_graphrag_milvus.ingest.extract.given import (
     PENDING_KEY,
     is_pending,
 )
+from llama_index_graphrag_milvus.errors import unexpected_keywords
 from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.resolve import is_default, resolve_llm
 from llama_index_graphrag_milvus.milvus.collections import PASSAGES
 from llama_index_graphrag_milvus.schema import Triplet
-from llama_index_graphrag_milvus.store import MilvusGraphStore
+from llama_index_graphrag_milvus.store import STORE_PARAMETERS, MilvusGraphStore
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,10 @@ class GraphRAGTransform(TransformComponent):
     ) -> None:
         moved = {key: kwargs.pop(key) for key in MOVED_TO_EXTRACTOR if key in kwargs}
         llm = kwargs.pop("llm", None)
+        if unknown := set(kwargs) - set(type(self).model_fields):
+            own = ["store", "extractor", *sorted(set(type(self).model_fields) - {"store", "extractor"})]
+            raise unexpected_keywords("GraphRAGTransform", sorted(unknown), own, {
+                key: f"MilvusGraphStore({key}=...), the store's" for key in STORE_PARAMETERS if key not in own})
         llm = None if is_default(llm) else resolve_llm(llm)
         if llm is not None or moved:
             warnings.warn(_MOVED, FutureWarning, stacklevel=2)
@@ -116,11 +121,24 @@ class GraphRAGTransform(TransformComponent):
         return data
 
     def __getstate__(self) -> Dict[str, Any]:
-        raise TypeError(
-            "GraphRAGTransform writes to a MilvusGraphStore open in this process and cannot be sent to "
-            "worker processes: run the pipeline with num_workers=1 (the default). LLM extraction runs "
-            "concurrently anyway: LLMTripletExtractor(num_workers=...)."
-        )
+        """What a worker process of `IngestionPipeline.run(num_workers=N)` gets: the transform, with the
+        settings that reopen its store there (a server's: each worker writes its own rows)."""
+        if self.store.collections.is_lite:
+            raise TypeError(
+                f"GraphRAGTransform writes to the Milvus Lite database {self.store.uri!r}, which one process opens "
+                "at a time, so it cannot be sent to worker processes: run the pipeline with num_workers=1 (the "
+                "default), or store on a Milvus server, whose store every worker reopens. LLM extraction runs "
+                "concurrently anyway: LLMTripletExtractor(num_workers=...)."
+            )
+        state = super().__getstate__()
+        state["__dict__"] = {**state["__dict__"], "store": _Reopened(self.store.settings)}
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        store = state["__dict__"]["store"]
+        if isinstance(store, _Reopened):
+            state["__dict__"] = {**state["__dict__"], "store": store.open()}
+        super().__setstate__(state)
 
     @property
     def built(self) -> Dict[str, Dict[str, Any]]:
@@ -224,6 +242,21 @@ class GraphRAGTransform(TransformComponent):
         little = _LITTLE.format(relations, len(with_text)) if sparse else ""
         level = logging.WARNING if sparse else logging.INFO
         logger.log(level, _NO_TRIPLETS, len(todo), len(nodes), extractor, gave, none, little)
+
+
+class _Reopened:
+    """A store's settings, reopened once per process (the store a worker's transforms share)."""
+
+    _open: Dict[str, MilvusGraphStore] = {}
+
+    def __init__(self, settings: Dict[str, Any]) -> None:
+        self.settings = settings
+
+    def open(self) -> MilvusGraphStore:
+        key = f"{self.settings['uri']}\x1f{self.settings['collection_prefix']}"
+        if key not in self._open or self._open[key].client is None:
+            self._open[key] = MilvusGraphStore(**self.settings)
+        return self._open[key]
 
 
 def _count(built: Dict[str, Dict[str, Any]], source: str, rows: _Triplets) -> None:

@@ -1,9 +1,9 @@
 """The graph backend protocol: what retrieval asks (`Expansion`), what it gets (`Neighbourhood`), the
 hub rule, and `GraphBackend`, which `MemoryGraph` and `MilvusGraph` implement.
 
-Writes plan their change from Milvus' rows and tell the backend what they wrote (`apply`): the memory
-backend mirrors it, the Milvus one has nothing to do. Retrieval asks `expand(...)` for the candidates and
-gets a `Neighbourhood` that the rankers read, with the same meaning from both.
+A write asks the backend which facts are stored and tells it what it wrote (`apply`): the memory backend
+adds it to its caches, the Milvus one has nothing to do. Retrieval asks `expand(...)` for the candidates
+and gets a `Neighbourhood` that the rankers read, with the same meaning from both.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Protocol, Sequence, Set
 
 import numpy as np
 
 from llama_index_graphrag_milvus.graph.cache import GraphCache
 from llama_index_graphrag_milvus.graph.sparse import Graph, binary_csr
+from llama_index_graphrag_milvus.milvus.collections import PASSAGES, Collections
 from llama_index_graphrag_milvus.schema import Candidate
 
 
@@ -69,6 +70,13 @@ class Neighbourhood:
     reached: int = 0
     topics: Optional["Topics"] = field(default=None, compare=False, repr=False)
     passes: Optional[Callable[[Sequence[str]], Set[str]]] = field(default=None, compare=False, repr=False)
+    counter: Optional[Callable[[np.ndarray], np.ndarray]] = field(default=None, compare=False, repr=False)
+
+    def passage_counts(self, entities: np.ndarray) -> np.ndarray:
+        """The passages each entity (positions) is stated in: the graph's counts, or, where the graph
+        holds only a bound (a hub the Milvus mode did not count), counted (`counter`)."""
+        entities = np.asarray(entities, dtype=np.int64)
+        return self.graph.passage_counts[entities] if self.counter is None else self.counter(entities)
 
     def restricted(self, passes: Callable[[Sequence[str]], Set[str]]) -> "Neighbourhood":
         """This neighbourhood with only the passages that pass (`passes`: of given passage ids, the set
@@ -185,57 +193,68 @@ def hub_limit(passages: int, fraction: float) -> float:
 
 @dataclass
 class Written:
-    """What a write changed in Milvus, for a backend that mirrors it (rows as written)."""
+    """What one write stored, as written: for the caches of the store that made it."""
 
     entities: List[Dict[str, Any]] = field(default_factory=list)
     relations: List[Dict[str, Any]] = field(default_factory=list)
+    links: List[Dict[str, Any]] = field(default_factory=list)
     passages: List[Dict[str, Any]] = field(default_factory=list)
-    deleted_passages: List[str] = field(default_factory=list)
-    orphan_relations: List[int] = field(default_factory=list)
-    orphan_entities: List[int] = field(default_factory=list)
+    deleted: List[str] = field(default_factory=list)  # passage ids
 
 
 class GraphBackend(Protocol):
-    """The adjacency of a store, wherever it lives."""
+    """The adjacency of a store, wherever it lives: derived from the facts in Milvus."""
 
-    def open(self) -> None:
-        """Build what the backend keeps in memory (nothing, for Milvus)."""
+    def behind(self) -> bool:
+        """Whether another store wrote what this one's caches do not hold (False if it keeps none)."""
 
     def close(self) -> None:
-        """Save what lets the next open be fast (the snapshot file), if anything."""
+        """Save what lets the next build be fast (the snapshot file), if anything."""
 
     def reset(self) -> None:
         """Forget everything: the store was cleared."""
 
-    def writing(self) -> None:
-        """A write is about to change Milvus: anything saved about it is stale from now on."""
-
-    def written(self, generation: Optional[str]) -> None:
-        """The write finished whole: the adjacency holds Milvus' state `generation` (None: another store
-        wrote meanwhile, so it holds less)."""
-
-    def behind(self, since: Optional[str] = None) -> bool:
-        """Whether another store wrote since what the backend keeps in memory was built, or since Milvus'
-        generation was `since` (False if it keeps nothing)."""
-
-    def apply(self, written: Written) -> None:
-        """Mirror a write that Milvus now holds whole (nothing, for Milvus)."""
+    def stored(self, kind: str, ids: np.ndarray) -> np.ndarray:
+        """Which entity or relation ids Milvus stores (live or not): a write embeds the others."""
 
     def passage_relations(self, passage_ids: Sequence[str]) -> Dict[str, Set[int]]:
         """The relation ids each stored passage of `passage_ids` states (passages not stored are left out)."""
 
-    def has_entities(self, ids: np.ndarray) -> np.ndarray:
-        """Whether each entity id is stored."""
+    def apply(self, written: Written, log: Sequence[str] = ()) -> Optional[FrozenSet[str]]:
+        """A write of this store, now in Milvus (with the log ids it added); the log ids read meanwhile,
+        if any (the writer then deletes only those)."""
 
-    def has_relations(self, ids: np.ndarray) -> np.ndarray:
-        """Whether each relation id is stored."""
+    def live(self, kind: str, ids: np.ndarray) -> np.ndarray:
+        """Which entity or relation ids are live: stated (a relation) or named by a live relation."""
 
     def expand(self, request: Expansion) -> Neighbourhood:
         """The candidate relations of a retrieval and the adjacency around them."""
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
         """The passages about an entity that `passage_id` names (see `graph.topic_links`); hubs are the
-        entities stated in more than `hub_fraction` of the store's passages (at least 20 passages, at most 200: `hub_limit`)."""
+        entities stated in more than `hub_fraction` of the store's passages (`hub_limit`)."""
+
+    def synonyms_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
+        """The synonyms of each live entity of `entity_ids` (derived from the live links)."""
+
+    def relations_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
+        """The live relations of each entity (either end); entities with none are left out."""
+
+    def passages_stating(self, relation_ids: Sequence[int]) -> Dict[int, Set[str]]:
+        """The passages stating each relation; relations no passage states are left out."""
 
     def counts(self) -> Dict[str, int]:
-        """Rows the adjacency knows of (the cache's, or Milvus' counts)."""
+        """Rows the adjacency knows of (the live ones in memory; Milvus' counts in Milvus)."""
+
+
+def stored_in_milvus(collections: Collections, kind: str, ids: np.ndarray) -> np.ndarray:
+    """Which of the entity or relation ids Milvus stores (read by primary key)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    stored = {row["id"] for row in collections.get(kind, sorted(set(ids.tolist())), ["id"])}
+    return np.fromiter((i in stored for i in ids.tolist()), dtype=bool, count=len(ids))
+
+
+def passages_in_milvus(collections: Collections, passage_ids: Sequence[str]) -> Dict[str, Set[int]]:
+    """The relation ids each stored passage of `passage_ids` states, read from the passage rows."""
+    rows = collections.get(PASSAGES, list(dict.fromkeys(passage_ids)), ["id", "relation_ids"])
+    return {row["id"]: set(row.get("relation_ids") or []) for row in rows}

@@ -34,11 +34,12 @@ def open_backend(
     collections: Collections, adjacency: str, vector_cache: Optional[bool], snapshot: Optional[str | bool], overwrite: bool
 ) -> Tuple[GraphBackend, VectorSearch]:
     """The graph backend and the vector search of a store on `collections` (see `MilvusGraphStore`'s
-    arguments of the same names); the backend is not opened yet."""
+    arguments of the same names); the memory backend builds its caches when first used."""
     if adjacency == "milvus":
         if vector_cache:
             raise GraphStoreError('vector_cache=True needs adjacency="memory": the cache is aligned with it.')
-        return MilvusGraph(collections), MilvusSearch(collections)
+        graph: GraphBackend = MilvusGraph(collections)
+        return graph, MilvusSearch(collections, graph.live)
     cache = GraphCache()
     cached = collections.is_lite if vector_cache is None else vector_cache
     search: VectorSearch = CachedSearch(cache, collections.dim) if cached else MilvusSearch(collections)
@@ -46,7 +47,10 @@ def open_backend(
     if overwrite and path is not None:
         snapshot_file.discard(path)
     meta = {"prefix": collections.prefix, "dim": collections.dim, "vectors": cached}
-    return MemoryGraph(collections, search, cache, path, meta), search
+    graph = MemoryGraph(collections, search, cache, path, meta)
+    if isinstance(search, MilvusSearch):
+        search.live = graph.live
+    return graph, search
 
 
 def snapshot_path(collections: Collections, snapshot: Optional[str | bool]) -> Optional[Path]:

@@ -1,37 +1,121 @@
-"""`MilvusGraph`: no adjacency in memory; a retrieval reads the rows it touches, by primary key.
+"""`MilvusGraph`: no adjacency in memory; a retrieval reads what it touches from the statements, by their
+indexed fields (`docs/design/adjacency.md`).
 
 For graphs larger than one process's memory. The walk is `graph.walk`'s, over ids: `MilvusAdjacency`
-reads each entity's row of the adjacency index (`milvus/adjacency.py`) once per retrieval, a batch of
-ids a lookup, so a hop costs one lookup of the rows it touches, whatever the size of the collections;
-the hub rule reads the entities' passage counts from the same rows. A relation's two entities and its
-vector come from its own row, read once (`RelationRows`): every cut by similarity scores the relations
-not read yet, and a hop from relations reads the ends of those not read yet. The neighbourhood the rankers
-read is built from the candidates' rows, with the store's own passage counts, so that every ranking
-means what it means in memory. Writes need nothing of this backend but lookups: the writer plans them
-from Milvus' rows.
+reads each entity's statements once per retrieval (`StatementReads`: its relations, its passages, and its
+passage count for the hub rule, a hub at a bounded cost), each relation's row once (`RelationRows`: its
+two entities and its vector, so every cut by similarity scores only the relations not read yet), and the
+links of the entities whose synonyms it follows (`synonyms`, derived as in memory). The neighbourhood the
+rankers read is built from the candidates' statements, with the store's own passage counts, so that every
+ranking means what it means in memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from llama_index_graphrag_milvus.backends.base import Expansion, Neighbourhood, Written, hub_limit
-from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.graph.sparse import ABOUT_SHARE
+from llama_index_graphrag_milvus.backends.base import (
+    HUB_CAP, Expansion, Neighbourhood, Written, hub_limit, passages_in_milvus, stored_in_milvus,
+)
+from llama_index_graphrag_milvus.graph.cache import GraphCache, synonym_pairs
+from llama_index_graphrag_milvus.graph.sparse import ABOUT_SHARE, binary_csr
 from llama_index_graphrag_milvus.graph.walk import walk
-from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, EntityRow
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, ID_BATCH, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
+from llama_index_graphrag_milvus.milvus.collections import (
+    ENTITIES, ID_BATCH, LINKS, PASSAGES, RELATIONS, STATEMENTS, VECTOR_BATCH, Collections,
+)
+from llama_index_graphrag_milvus.milvus.filters import literal_list
 from llama_index_graphrag_milvus.milvus.search import best_first, cosines_to
-from llama_index_graphrag_milvus.schema import MAX_SYNONYMS
+from llama_index_graphrag_milvus.schema import MAX_SYNONYMS, SLOTS, chunked
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+#: The slots an entity's passages are counted on, round by round: a hub is found on the first slices.
+ROUNDS = (64, 256, SLOTS)
+_FIELDS = ["passage_id", "relation_id", "subject_id", "object_id", "subject_slot", "object_slot",
+           "subject_first", "object_first", "relation_count"]
 
 
 def _ids(values: Iterable[int]) -> np.ndarray:
     return np.array(sorted(set(values)), dtype=np.int64)
+
+
+def _tests(template: str, ids: Iterable) -> Iterator[str]:
+    """`template` with `{ids}` as each batch of `ids`, escaped."""
+    for batch in chunked(list(dict.fromkeys(ids)), ID_BATCH):
+        yield template.format(ids=literal_list(batch))
+
+
+def _of_entities(first: bool, low: int = 0, high: int = SLOTS) -> str:
+    """The statements naming one of `{ids}` (with `first`, one per passage) in slots [low, high)."""
+    tests = [f"{end}_id in {{ids}}" + (f" and {end}_first == true" if first else "")
+             + (f" and {end}_slot >= {low} and {end}_slot < {high}" if (low, high) != (0, SLOTS) else "")
+             for end in ("subject", "object")]
+    return " or ".join(f"({t})" for t in tests)
+
+
+class StatementReads:
+    """The statements one retrieval reads, each entity's once: whole for the entities a walk goes through
+    (their relations and passages), and for the hub rule every entity's passage count, or that it is a
+    hub (more than `HUB_CAP`): counted on a slice of the slots first, so a hub costs a bounded read."""
+
+    def __init__(self, collections: Collections) -> None:
+        self.collections = collections
+        self.whole: Dict[int, Dict[str, Set[int]]] = {}  # entity -> passage -> its relations naming the entity
+        self.seen: Dict[int, Set[str]] = {}  # entity -> its passages in the slots read so far
+        self.read_to: Dict[int, int] = {}  # entity -> the slots read so far
+        self.relation_count: Dict[str, int] = {}  # passage -> how many relations it states
+
+    def count(self, entity: int) -> Optional[int]:
+        """The entity's passage count, once settled; None for a hub."""
+        if entity in self.whole:
+            return len(self.whole[entity])
+        return None if len(self.seen.get(entity, ())) > HUB_CAP else len(self.seen.get(entity, ()))
+
+    def settle(self, entities: Iterable[int]) -> None:
+        """Count the passages of every entity not counted yet: on the first slots, then (whole) for
+        those few there, then on more slots until a hub shows or every slot is read."""
+        todo = [e for e in dict.fromkeys(int(e) for e in entities) if self._open(e)]
+        for low, high in zip((0, *ROUNDS[:-1]), ROUNDS):
+            ready = [e for e in todo if self.read_to.get(e, 0) == low]
+            if ready:
+                asked = set(ready)
+                for row in self.collections.where(STATEMENTS, _tests(_of_entities(True, low, high), ready), _FIELDS):
+                    for end in ("subject", "object"):
+                        if row[f"{end}_first"] and row[f"{end}_id"] in asked:
+                            self.seen[row[f"{end}_id"]].add(row["passage_id"])
+                for e in ready:
+                    self.read_to[e] = high
+            if low == 0:  # few passages in the first slots: read whole
+                self.read_whole([e for e in todo if len(self.seen[e]) * SLOTS <= 2 * HUB_CAP * ROUNDS[0]])
+            todo = [e for e in todo if self._open(e)]
+
+    def _open(self, entity: int) -> bool:
+        self.seen.setdefault(entity, set())
+        unread = entity not in self.whole and self.read_to.get(entity, 0) < SLOTS
+        return unread and len(self.seen[entity]) <= HUB_CAP
+
+    def read_whole(self, entities: Iterable[int]) -> None:
+        """Read every statement of the entities not read whole yet."""
+        todo = [e for e in dict.fromkeys(int(e) for e in entities) if e not in self.whole]
+        if not todo:
+            return
+        for e in todo:
+            self.whole[e] = {}
+        for row in self.collections.where(STATEMENTS, _tests(_of_entities(False), todo), _FIELDS):
+            self.relation_count[row["passage_id"]] = row["relation_count"]
+            for end in {row["subject_id"], row["object_id"]} & self.whole.keys():
+                self.whole[end].setdefault(row["passage_id"], set()).add(row["relation_id"])
+        for e in todo:
+            self.seen[e], self.read_to[e] = set(self.whole[e]), SLOTS
+
+    def exact(self, entity: int) -> int:
+        """The passage count of an entity, hubs counted too (one count query each)."""
+        known = self.count(entity)
+        if known is not None:
+            return known
+        test = _of_entities(True).format(ids=literal_list([entity]))
+        return int(self.collections.query(STATEMENTS, test, ["count(*)"])[0]["count(*)"])
 
 
 class RelationRows:
@@ -47,7 +131,7 @@ class RelationRows:
         self.scores: Dict[int, float] = {}
 
     def read(self, ids: np.ndarray) -> None:
-        missing = [i for i in ids.tolist() if i not in self.asked]
+        missing = [i for i in np.asarray(ids).tolist() if i not in self.asked]
         if not missing:
             return
         self.asked.update(missing)
@@ -64,36 +148,46 @@ class RelationRows:
         return best_first(kept, np.array([self.scores[i] for i in kept.tolist()]), top_k, kept)
 
 
+def synonyms(collections: Collections, statements: StatementReads, entities: Iterable[int]) -> Dict[int, Set[int]]:
+    """The synonyms of each entity, derived from the live links as in memory (`synonym_pairs`): its own
+    links, and those of its partners (whom each keeps), the liveness of all read from the statements."""
+    entities = list(dict.fromkeys(int(e) for e in entities))
+    test = "a in {ids} or b in {ids}"
+    first = collections.where(LINKS, _tests(test, entities), ["a", "b", "score"])
+    partners = {e for row in first for e in (row["a"], row["b"])} - set(entities)
+    facts = {row["id"]: row for row in first}
+    facts.update((row["id"], row) for row in collections.where(LINKS, _tests(test, partners), ["a", "b", "score"]))
+    named = sorted({e for row in facts.values() for e in (row["a"], row["b"])})
+    statements.settle(named)
+    live = {e for e in named if statements.count(e) != 0}
+    rows = [row for row in facts.values() if row["a"] in live and row["b"] in live]
+    local = np.array(named, dtype=np.int64)
+    a, b = (np.searchsorted(local, [row[end] for row in rows]).astype(np.int64) for end in ("a", "b"))
+    source, other = synonym_pairs(a, b, np.array([row["score"] for row in rows], dtype=np.float32), local)
+    complete = set(entities) | partners  # whose every link was read: their choices are right
+    found: Dict[int, Set[int]] = {}
+    for s, o in zip(local[source].tolist(), local[other].tolist()):
+        if s in complete:
+            found.setdefault(s, set()).add(o)
+            found.setdefault(o, set()).add(s)
+    return {e: found[e] for e in entities if e in found}
+
+
 class MilvusAdjacency:
-    """`graph.walk.Adjacency` over ids: each entity's row of the adjacency index is read once per
-    retrieval (the first bucket; the rest only when a walk needs an entity's every relation), each
-    relation's row through `relations`."""
+    """`graph.walk.Adjacency` over ids, from the statements (each entity's once per retrieval), the
+    relation rows (`relations`) and the passage rows."""
 
-    def __init__(
-        self, index: AdjacencyIndex, collections: Collections, hub_passages: float, relations: Optional[RelationRows] = None
-    ) -> None:
-        self.index, self.collections, self.hub_passages = index, collections, hub_passages
+    def __init__(self, collections: Collections, hub_passages: float, relations: Optional[RelationRows] = None) -> None:
+        self.collections, self.hub_passages = collections, hub_passages
         self.relations = relations if relations is not None else RelationRows(collections)
-        self.entities: Dict[int, EntityRow] = {}
-        self.whole: Set[int] = set()  # entities whose every bucket is read
+        self.statements = StatementReads(collections)
         self.passages: Dict[str, Set[int]] = {}  # passage id -> the relations it states
-
-    def entity_rows(self, ids: Iterable[int], whole: bool = False) -> Dict[int, EntityRow]:
-        ids = [int(i) for i in ids]
-        missing = [i for i in ids if i not in self.entities]
-        if missing:
-            for i, row in self.index.entities(missing, ("relation_ids", "synonym_ids"), whole=False).items():
-                self.entities[i] = row
-                if row.buckets <= 1:
-                    self.whole.add(i)
-        partial = [i for i in ids if whole and i in self.entities and i not in self.whole]
-        if partial:
-            self.entities.update(self.index.entities(partial, ("relation_ids", "synonym_ids"), whole=True))
-            self.whole.update(partial)
-        return {i: self.entities[i] for i in ids if i in self.entities}
+        self.links: Dict[int, Set[int]] = {}  # entity -> its synonyms, for those asked
 
     def relations_of_entities(self, entities: np.ndarray) -> np.ndarray:
-        return _ids(r for row in self.entity_rows(entities.tolist(), whole=True).values() for r in row.relations)
+        self.statements.read_whole(entities.tolist())
+        whole = self.statements.whole
+        return _ids(r for e in entities.tolist() for rs in whole[e].values() for r in rs)
 
     def entities_of_relations(self, relations: np.ndarray) -> np.ndarray:
         self.relations.read(relations)
@@ -101,54 +195,53 @@ class MilvusAdjacency:
         return _ids(e for r in relations.tolist() if r in ends for e in ends[r])
 
     def walkable(self, entities: np.ndarray) -> np.ndarray:
-        rows = self.entity_rows(entities.tolist())
-        return np.array([i not in rows or rows[i].passage_count <= self.hub_passages for i in entities.tolist()], dtype=bool)
+        self.statements.settle(entities.tolist())
+        counts = [self.statements.count(e) for e in entities.tolist()]
+        return np.array([c is not None and c <= self.hub_passages for c in counts], dtype=bool)
 
     def passage_relations(self, passages: Sequence[str]) -> Dict[str, Set[int]]:
         """The relations each stored passage states."""
         missing = [p for p in dict.fromkeys(passages) if p not in self.passages]
         if missing:
-            rows = self.collections.get(PASSAGES, missing, ["id", "relation_ids"])
-            self.passages.update((row["id"], set(row.get("relation_ids") or [])) for row in rows)
+            self.passages.update(passages_in_milvus(self.collections, missing))
         return {p: self.passages[p] for p in passages if p in self.passages}
 
     def relations_of_passages(self, passages: Sequence[str]) -> np.ndarray:
         return _ids(r for relations in self.passage_relations(passages).values() for r in relations)
 
+    def synonyms(self, entities: Iterable[int]) -> Dict[int, Set[int]]:
+        missing = [e for e in entities if e not in self.links]
+        if missing:
+            found = synonyms(self.collections, self.statements, missing)
+            self.links.update((e, found.get(e, set())) for e in missing)
+        return {e: self.links[e] for e in entities}
+
     def synonyms_of(self, entities: np.ndarray) -> np.ndarray:
-        # a first bucket's list of at most MAX_SYNONYMS (< BUCKET) ids is the whole list
-        rows = self.entity_rows(entities.tolist())
-        return _ids(s for row in rows.values() if len(row.synonyms) <= MAX_SYNONYMS for s in row.synonyms)
+        linked = self.synonyms(entities.tolist())
+        return _ids(s for others in linked.values() if len(others) <= MAX_SYNONYMS for s in others)
 
 
 class MilvusTopics:
-    """`Topics` from the adjacency index, reading each row once per retrieval (with `adjacency`'s)."""
+    """`Topics` from the statements, read once per retrieval and entity (with `adjacency`'s)."""
 
     def __init__(self, adjacency: MilvusAdjacency) -> None:
         self.adjacency = adjacency
 
     def linked(self, passage_id: str) -> List[str]:
         adjacency = self.adjacency
-        named = adjacency.entities_of_relations(adjacency.relations_of_passages([passage_id]))
-        return [p for p in self._about(named.tolist(), adjacency.hub_passages) if p != passage_id]
+        named = adjacency.entities_of_relations(adjacency.relations_of_passages([passage_id])).tolist()
+        adjacency.statements.settle(named)
+        walkable = [e for e in named if (adjacency.statements.count(e) or 0) <= adjacency.hub_passages
+                    and adjacency.statements.count(e) is not None]
+        return [p for p in self.about(walkable) if p != passage_id]
 
     def about(self, entity_ids: Sequence[int]) -> List[str]:
-        return self._about(entity_ids, float("inf"))
-
-    def _about(self, entity_ids: Sequence[int], hubs: float) -> List[str]:
-        """As `graph.about`: the passages stating a relation of an entity (not a hub), at least half of
-        whose relations name it."""
-        adjacency, fields = self.adjacency, ("relation_ids", "passage_ids")
-        first = adjacency.index.entities(list(entity_ids), fields, whole=False)  # the hub rule needs no more
-        rows = {e: row for e, row in first.items() if row.passage_count <= hubs}
-        longer = [e for e, row in rows.items() if row.buckets > 1]
-        if longer:
-            rows.update(adjacency.index.entities(longer, fields, whole=True))
-        states = adjacency.passage_relations(sorted({p for row in rows.values() for p in row.passages}))
-        return sorted({
-            pid for row in rows.values() for pid in row.passages
-            if pid in states and len(states[pid] & row.relations) >= ABOUT_SHARE * len(states[pid])
-        })
+        """As `graph.about`: the passages stating a relation of an entity, at least half of whose
+        relations name it."""
+        reads = self.adjacency.statements
+        reads.read_whole(entity_ids)
+        return sorted({pid for e in entity_ids for pid, named in reads.whole[int(e)].items()
+                       if len(named) >= ABOUT_SHARE * reads.relation_count[pid]})
 
 
 class MilvusGraph:
@@ -156,10 +249,9 @@ class MilvusGraph:
 
     def __init__(self, collections: Collections) -> None:
         self.collections = collections
-        self.index = AdjacencyIndex(collections)
 
-    def open(self) -> None:
-        pass
+    def behind(self) -> bool:
+        return False
 
     def close(self) -> None:
         pass
@@ -167,17 +259,8 @@ class MilvusGraph:
     def reset(self) -> None:
         pass
 
-    def writing(self) -> None:
-        pass
-
-    def written(self, generation: Optional[str]) -> None:
-        pass
-
-    def behind(self, since: Optional[str] = None) -> bool:
-        return False
-
-    def apply(self, written: Written) -> None:
-        pass
+    def apply(self, written: Written, log: Sequence[str] = ()) -> None:
+        return None
 
     def counts(self) -> Dict[str, int]:
         return self.collections.counts()
@@ -185,31 +268,46 @@ class MilvusGraph:
     def hub_passages(self, fraction: float) -> float:
         return hub_limit(self.collections.count(PASSAGES), fraction)
 
+    def stored(self, kind: str, ids: np.ndarray) -> np.ndarray:
+        return stored_in_milvus(self.collections, kind, ids)
+
     def passage_relations(self, passage_ids: Sequence[str]) -> Dict[str, Set[int]]:
-        rows = self.collections.get(PASSAGES, list(dict.fromkeys(passage_ids)), ["id", "relation_ids"])
-        return {row["id"]: set(row.get("relation_ids") or []) for row in rows}
+        return passages_in_milvus(self.collections, passage_ids)
 
-    def has_entities(self, ids: np.ndarray) -> np.ndarray:
-        return self._stored(ENTITIES, ids)
-
-    def has_relations(self, ids: np.ndarray) -> np.ndarray:
-        return self._stored(RELATIONS, ids)
-
-    def _stored(self, kind: str, ids: np.ndarray) -> np.ndarray:
+    def live(self, kind: str, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
-        stored = {row["id"] for row in self.collections.get(kind, sorted(set(ids.tolist())), ["id"])}
-        return np.fromiter((i in stored for i in ids.tolist()), dtype=bool, count=len(ids))
+        if kind == ENTITIES:
+            reads = StatementReads(self.collections)
+            reads.settle(ids.tolist())
+            return np.array([reads.count(e) != 0 for e in ids.tolist()], dtype=bool)
+        stated = {row["relation_id"] for row in self.collections.where(
+            STATEMENTS, _tests("relation_id in {ids}", ids.tolist()), ["relation_id"])}
+        return np.fromiter((i in stated for i in ids.tolist()), dtype=bool, count=len(ids))
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
-        adjacency = MilvusAdjacency(self.index, self.collections, self.hub_passages(hub_fraction))
-        return MilvusTopics(adjacency).linked(passage_id)
+        return MilvusTopics(MilvusAdjacency(self.collections, self.hub_passages(hub_fraction))).linked(passage_id)
+
+    def synonyms_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
+        return synonyms(self.collections, StatementReads(self.collections), entity_ids)
+
+    def relations_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
+        reads = StatementReads(self.collections)
+        reads.read_whole(entity_ids)
+        found = {e: {r for rs in by_passage.values() for r in rs} for e, by_passage in reads.whole.items()}
+        return {e: rs for e, rs in found.items() if rs}
+
+    def passages_stating(self, relation_ids: Sequence[int]) -> Dict[int, Set[str]]:
+        found: Dict[int, Set[str]] = {}
+        for row in self.collections.where(STATEMENTS, _tests("relation_id in {ids}", relation_ids), ["relation_id", "passage_id"]):
+            found.setdefault(row["relation_id"], set()).add(row["passage_id"])
+        return found
 
     def expand(self, request: Expansion) -> Neighbourhood:
-        """The walk (`graph.walk`) by lookups, every step cut by the similarity of the relations' vectors
-        (read by key, `RelationRows`); then the candidates' neighbourhood as the rankers read it."""
+        """The walk (`graph.walk`) by filtered reads, every step cut by the similarity of the relations'
+        vectors (read by key, `RelationRows`); then the candidates' neighbourhood as the rankers read it."""
         hubs = self.hub_passages(request.hub_fraction)
         relations = RelationRows(self.collections, request.vector)
-        adjacency = MilvusAdjacency(self.index, self.collections, hubs, relations)
+        adjacency = MilvusAdjacency(self.collections, hubs, relations)
         # the relations both walks start from (the seeds and the seed entities' own), read in one lookup
         relations.read(np.union1d(_ids(request.relations), adjacency.relations_of_entities(_ids(request.entities))))
         reached, touched = walk(
@@ -218,30 +316,37 @@ class MilvusGraph:
         )
         ids, similarities = relations.best(reached, request.cap)
         local = self._neighbourhood(adjacency, ids)
-        graph = local.snapshot()
-        counts = np.zeros(graph.shape[0], dtype=np.int64)
-        rows = adjacency.entity_rows(local.entities.ids_array().tolist())
-        for position, eid in enumerate(local.entities.ids_array().tolist()):
-            counts[position] = rows[eid].passage_count if eid in rows else 0
-        graph = dataclasses.replace(graph, counts=counts)
+        entities = local.entities.ids_array().tolist()
+        adjacency.statements.settle(entities)
+        counts = [adjacency.statements.count(e) for e in entities]  # None: a hub, counted when PPR asks
+        pairs = [(i, j) for i, e in enumerate(entities) for j in local.entities.lookup(
+            np.array(sorted(adjacency.synonyms([e])[e]), dtype=np.int64)).tolist() if j >= 0]
+        rows, columns = np.array([i for i, _ in pairs], dtype=np.int64), np.array([j for _, j in pairs], dtype=np.int64)
+        graph = dataclasses.replace(
+            local.snapshot(), entity_entity=binary_csr(rows, columns, (len(entities), len(entities))),
+            counts=np.array([HUB_CAP + 1 if c is None else c for c in counts], dtype=np.int64),
+        )
         positions = local.relations.lookup(ids)
         kept = positions >= 0
-        return Neighbourhood(graph, local, positions[kept], similarities[kept], hubs, touched, MilvusTopics(adjacency))
+
+        def exact(positions: np.ndarray) -> np.ndarray:
+            return np.array([adjacency.statements.exact(entities[p]) for p in positions.tolist()], dtype=np.int64)
+
+        return Neighbourhood(graph, local, positions[kept], similarities[kept], hubs, touched, MilvusTopics(adjacency),
+                             counter=exact)
 
     def _neighbourhood(self, adjacency: MilvusAdjacency, candidates: np.ndarray) -> GraphCache:
-        """A `GraphCache` of the candidates: their entities, the passages stating them, and the synonym
-        links between their entities. (A passage an interrupted write indexed but did not store is left
-        out when the passages are read: the write, run again, stores it.)"""
+        """A `GraphCache` of the candidates: their entities and the passages stating them (and their
+        entities' synonyms, read). (A statement of a passage an interrupted write did not store is left out
+        when the passages are read: the write, run again, stores it.)"""
         local = GraphCache()
-        rows = self.index.relations(candidates.tolist())
-        local.add_relations((r, rows[r].subject, rows[r].object) for r in candidates.tolist() if r in rows)
+        adjacency.relations.read(candidates)
+        ends = adjacency.relations.ends
+        local.add_relations((r, *ends[r]) for r in candidates.tolist() if r in ends)
         stating: Dict[str, List[int]] = {}
-        for r in candidates.tolist():
-            for pid in sorted(rows[r].passages) if r in rows else []:
-                stating.setdefault(pid, []).append(r)
+        rows = self.collections.where(STATEMENTS, _tests("relation_id in {ids}", candidates.tolist()), ["relation_id", "passage_id"])
+        for row in sorted(rows, key=lambda row: (row["passage_id"], row["relation_id"])):
+            stating.setdefault(row["passage_id"], []).append(row["relation_id"])
         local.add_passages(stating.items())
-        ends = {e for row in rows.values() for e in (row.subject, row.object)}
-        entities = adjacency.entity_rows(ends)
-        adjacency.entity_rows([e for e, row in entities.items() if row.buckets > 1], whole=True)
-        local.add_synonyms((e, s) for e in ends if e in adjacency.entities for s in adjacency.entities[e].synonyms if s in ends)
+        adjacency.synonyms(local.entities.ids_array().tolist())  # read together; `expand` lays them out
         return local

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tupl
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_graphrag_milvus.explain.drawn import MAX_DRAWN_RELATIONS, Drawn, drawn
-from llama_index_graphrag_milvus.milvus.filters import id_filter
 from llama_index_graphrag_milvus.schema import Retrieval, ScoredRelation, entity_id
 
 if TYPE_CHECKING:
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Explanation"]
 
-_ID_BATCH = 1000  # ids per synonym query
 
 class Explanation:
     """One retrieval, step by step: from the question's entities to the passages returned.
@@ -174,7 +172,7 @@ def _doc(hit: NodeWithScore) -> str:
 
 
 def _synonyms(store: "MilvusGraphStore", run: Retrieval, candidates: List[ScoredRelation]) -> List[Tuple[str, str]]:
-    """The synonym links (entity rows' `synonym_ids`) between the entities `run` names, as pairs of names."""
+    """The synonyms (`store.synonyms_of`) among the entities `run` names, as pairs of names."""
     names: Dict[int, str] = {eid: name for eid, name, _ in run.seed_entities if name}
     relations: Iterable[ScoredRelation] = [*candidates, *run.seed_relations, *run.chosen,
                                            *(r for via in run.via.values() for r in via)]
@@ -182,14 +180,5 @@ def _synonyms(store: "MilvusGraphStore", run: Retrieval, candidates: List[Scored
         for name in (relation.subject, relation.object):
             if name:
                 names.setdefault(entity_id(name), name)
-    ids = sorted(names)
-    pairs: Dict[Tuple[int, int], Tuple[str, str]] = {}
-    for start in range(0, len(ids), _ID_BATCH):
-        rows = store.client.query(store.entities_collection, filter=id_filter(ids[start : start + _ID_BATCH]),
-                                  output_fields=["id", "synonym_ids"])
-        for row in rows:
-            for other in row.get("synonym_ids") or []:
-                a, b = sorted((int(row["id"]), int(other)))
-                if a != b and a in names and b in names:
-                    pairs.setdefault((a, b), tuple(sorted((names[a], names[b]))))  # type: ignore[arg-type]
-    return sorted(pairs.values())
+    pairs = {tuple(sorted((a, b))) for a, others in store.synonyms_of(sorted(names)).items() for b in others if b in names}
+    return sorted({tuple(sorted((names[a], names[b]))) for a, b in pairs if a != b})  # type: ignore[misc]

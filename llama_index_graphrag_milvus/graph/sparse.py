@@ -89,6 +89,16 @@ class Graph:
         mentions = (self.entity_relation.astype(np.int32) @ self.relation_passage.astype(np.int32)).tocsr()
         return np.diff(mentions.indptr)
 
+    @cached_property
+    def live_relations(self) -> np.ndarray:
+        """Which relation positions some passage of the snapshot states."""
+        return np.diff(self.relation_passage.indptr) > 0
+
+    @cached_property
+    def live_entities(self) -> np.ndarray:
+        """Which entity positions name a live relation."""
+        return np.diff(self.entity_relation.indptr) > 0
+
     @property
     def shape(self) -> Tuple[int, int, int]:
         """(entities, relations, passages): the sizes of the position spaces."""
@@ -203,9 +213,9 @@ def topic_links(graph: Graph, passage: int, hub_passages: float, share: float = 
     return found[found != passage]
 
 
-def specificity(graph: Graph, entities: np.ndarray) -> np.ndarray:
+def specificity(passage_counts: np.ndarray) -> np.ndarray:
     """1 / the number of passages each entity appears in (HippoRAG's node specificity)."""
-    return 1.0 / np.maximum(1, graph.passage_counts[np.asarray(entities, dtype=np.int64)])
+    return 1.0 / np.maximum(1, np.asarray(passage_counts))
 
 
 def chain_scores(

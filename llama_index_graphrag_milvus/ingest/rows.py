@@ -16,9 +16,10 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from llama_index_graphrag_milvus.ingest.extract import given_triplets
 from llama_index_graphrag_milvus.errors import GraphStoreError
-from llama_index_graphrag_milvus.schema import Triplet, chunked
+from llama_index_graphrag_milvus.ingest.extract import given_triplets
+from llama_index_graphrag_milvus.milvus.collections import CONSTANT
+from llama_index_graphrag_milvus.schema import Triplet, chunked, slot, statement_id
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,25 @@ def passage_row(pid: str, node: BaseNode, triplets: Sequence[Triplet]) -> Dict[s
     except ValueError as exc:
         raise _refused(node, f"its metadata is not JSON ({exc})", "replace NaN/Infinity values") from None
     return row
+
+
+def statement_rows(pid: str, triplets: Sequence[Triplet]) -> List[Dict[str, Any]]:
+    """The statement rows of a passage: one per relation it states, each with the relation's two
+    entities, their slots, and for each (passage, entity) one row marked first (the relation of least id
+    naming it), so that counting an entity's first rows counts its passages."""
+    ordered = sorted({t.id: t for t in triplets}.values(), key=lambda t: t.id)
+    first: Dict[int, int] = {}
+    for t in ordered:
+        first.setdefault(t.subject_id, t.id)
+        first.setdefault(t.object_id, t.id)
+    return [
+        {"id": statement_id(pid, t.id), "passage_id": pid, "relation_id": t.id, "subject_id": t.subject_id,
+         "object_id": t.object_id, "subject_slot": slot(pid, t.subject_id), "object_slot": slot(pid, t.object_id),
+         "subject_first": first[t.subject_id] == t.id,
+         "object_first": first[t.object_id] == t.id and t.object_id != t.subject_id,
+         "relation_count": len(ordered), "embedding": CONSTANT}
+        for t in ordered
+    ]
 
 
 def needs_rewrite(row: Dict[str, Any], stored: Optional[Dict[str, Any]], embedding: Optional[List[float]]) -> bool:

@@ -1,10 +1,10 @@
-"""The three Milvus collections of a store: create, upsert, get and delete by ids, search, count.
+"""The six collections of a store (`docs/design/collections.md`): their schemas, and every read and write
+of their rows.
 
-Every filter is built from escaped literals (`filters.py`). Milvus Lite's specifics (`lite.py`) are used here: one embedded server per database path and process
-(shared by that process' stores and released with the last), a clear error when another process holds
-the path, flushing written collections before a search, and quieting the harmless tracebacks Lite logs.
-
-The passages collection is a standard LlamaIndex Milvus collection, opened through `PassageVectorStore`
+Every filter is built from escaped literals (`filters.py`). Milvus Lite's specifics (`lite.py`) are used
+here: one embedded server per database path and process, a clear error when another process holds the
+path, flushing written collections before a search, and quieting the harmless tracebacks Lite logs. The
+passages collection is a standard LlamaIndex Milvus collection, opened through `PassageVectorStore`
 (`vector_store.py`), so that plain vector RAG runs on the very same rows.
 """
 
@@ -14,43 +14,60 @@ import logging
 import time
 import uuid
 from collections import Counter
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from pymilvus import DataType, MilvusClient
-from pymilvus.exceptions import ParamError
+from pymilvus.exceptions import MilvusException
 
 import llama_index_graphrag_milvus.milvus.lite as lite
 from llama_index_graphrag_milvus.errors import GraphStoreError
 from llama_index_graphrag_milvus.milvus.filters import id_filter, milvus_literal
-from llama_index_graphrag_milvus.schema import MAX_NAME_LENGTH, MAX_SYNONYMS, chunked
 from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
+from llama_index_graphrag_milvus.schema import MAX_NAME_LENGTH, chunked
 
 logger = logging.getLogger(__name__)
 
 ENTITIES, RELATIONS, PASSAGES = "entities", "relations", "passages"
+STATEMENTS, LINKS, LOG = "statements", "links", "log"
+#: The embedded facts; `ALL`: every collection of a store.
 KINDS = (ENTITIES, RELATIONS, PASSAGES)
-#: The adjacency index (`adjacency.py`): rows addressed by primary key, derived from the three above.
-ADJACENCY = "adjacency"
-#: Ids an adjacency row's list holds; longer lists continue in further rows (buckets).
-BUCKET = 4096
+ALL = (*KINDS, STATEMENTS, LINKS, LOG)
 #: Ids per `in [...]` filter: one query per batch.
 ID_BATCH = 1000
-#: Ids per query when vectors are read by primary key to score them (`search.similarities`): Milvus'
-#: cost per query is mostly per id, and on Lite each query also costs about a scan, so few large ones.
+#: Ids per query when vectors are read by primary key to score them: Milvus' cost per query is mostly per
+#: id, and on Lite each query also costs about a scan, so few large ones.
 VECTOR_BATCH = 8192
-#: Rows per page when a server's collection is read whole (`query_iterator`).
-_SERVER_PAGE = 16384
-#: Rows per page when a Milvus Lite collection is read whole (each Lite query costs about a scan).
-LITE_PAGE = 100_000
 #: Rows a query returns at most (Milvus caps a query's window at 16,384).
 QUERY_LIMIT = 16384
+#: Rows per page when a collection is read whole: a server's `query_iterator` page; on Milvus Lite, where
+#: each query costs about a scan whatever its limit, a primary-key range of about this many rows.
+_SERVER_PAGE, LITE_PAGE = 16384, 100_000
+
+_TEXT = {"max_length": MAX_NAME_LENGTH * 4}
+#: Each collection's fields beside `id` and `embedding` (the passages' are MilvusVectorStore's).
+_FIELDS: Dict[str, List[Tuple[Any, ...]]] = {
+    ENTITIES: [("name", DataType.VARCHAR, _TEXT)],
+    RELATIONS: [("subject_id", DataType.INT64), ("object_id", DataType.INT64), ("subject", DataType.VARCHAR, _TEXT),
+                ("predicate", DataType.VARCHAR, _TEXT), ("object", DataType.VARCHAR, _TEXT)],
+    STATEMENTS: [("passage_id", DataType.VARCHAR, {"max_length": 64}), ("relation_id", DataType.INT64),
+                 ("subject_id", DataType.INT64), ("object_id", DataType.INT64), ("subject_slot", DataType.INT16),
+                 ("object_slot", DataType.INT16), ("subject_first", DataType.BOOL), ("object_first", DataType.BOOL),
+                 ("relation_count", DataType.INT32)],
+    LINKS: [("a", DataType.INT64), ("b", DataType.INT64), ("score", DataType.FLOAT)],
+    LOG: [],
+}
+#: The fields a server indexes for the Milvus adjacency mode's filters (Lite's filters scan anyway).
+_INDEXED = {STATEMENTS: ("passage_id", "relation_id", "subject_id", "object_id"), LINKS: ("a", "b")}
+#: A vector for the collections that hold none (Milvus needs one vector field).
+CONSTANT = [0.0, 0.0]
 
 
 def collection_names(prefix: str) -> Dict[str, str]:
-    """The names of a store's entities, relations, passages and adjacency collections: `{prefix}_{kind}`."""
-    return {kind: f"{prefix}_{kind}" for kind in (*KINDS, ADJACENCY)}
+    """The names of a store's collections: `{prefix}_{kind}`."""
+    return {kind: f"{prefix}_{kind}" for kind in ALL}
 
 
 def is_local_path(uri: str) -> bool:
@@ -60,7 +77,7 @@ def is_local_path(uri: str) -> bool:
 
 def _id_ranges(parts: int, strings: bool) -> List[str]:
     """Filters splitting a collection into `parts` ranges of its primary key, about equal when keys are
-    hashes (entity and relation ids: uniform int64; passage ids: hex digests), covering every key."""
+    hashes (int64 ids: uniform; passage ids: hex digests), covering every key."""
     if parts <= 1:
         return [""]
     if strings:  # by leading hex digits: 16**digits ranges
@@ -75,144 +92,86 @@ def _id_ranges(parts: int, strings: bool) -> List[str]:
     return filters + [f"id >= {bounds[-1]}"]
 
 
-def _create_collections(
-    client: MilvusClient, names: Dict[str, str], state_name: str, dim: int, index_config: Dict[str, Any], consistency: str
-) -> List[str]:
-    """Create the entities, relations, adjacency and state collections that do not exist yet (the
-    passages one is MilvusVectorStore's); return the kinds created."""
-    existing = set(client.list_collections())
-    created = [kind for kind in (ENTITIES, RELATIONS, ADJACENCY) if names[kind] not in existing]
-    name = names[ENTITIES]
-    if name not in existing:
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+def _create(client: MilvusClient, name: str, kind: str, dim: int, index_config: Dict[str, Any], consistency: str,
+            scalar_indexes: bool) -> None:
+    """Create one of the store's own collections (all but the passages, which are MilvusVectorStore's)."""
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    if kind == LOG:
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+    else:
         schema.add_field("id", DataType.INT64, is_primary=True)
-        schema.add_field("name", DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
-        schema.add_field("synonym_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=MAX_SYNONYMS)
-        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=dim)
-        _create_collection(client, name, schema, index_config, consistency)
-    name = names[RELATIONS]
-    if name not in existing:
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", DataType.INT64, is_primary=True)
-        schema.add_field("subject_id", DataType.INT64)
-        schema.add_field("object_id", DataType.INT64)
-        schema.add_field("entity_ids", DataType.ARRAY, element_type=DataType.INT64, max_capacity=2)
-        for text_field in ("subject", "predicate", "object"):
-            schema.add_field(text_field, DataType.VARCHAR, max_length=MAX_NAME_LENGTH * 4)
-        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=dim)
-        _create_collection(client, name, schema, index_config, consistency)
-    name = names[ADJACENCY]
-    if name not in existing:  # see adjacency.py
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=48)
-        schema.add_field("buckets", DataType.INT64)
-        schema.add_field("passage_count", DataType.INT64)
-        schema.add_field("subject_id", DataType.INT64)
-        schema.add_field("object_id", DataType.INT64)
-        for list_field, element in (("relation_ids", DataType.INT64), ("synonym_ids", DataType.INT64)):
-            schema.add_field(list_field, DataType.ARRAY, element_type=element, max_capacity=BUCKET)
-        schema.add_field("passage_ids", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=BUCKET, max_length=64)
-        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
-        _create_collection(client, name, schema, {"index_type": "FLAT", "metric_type": "L2"}, consistency)
-    if state_name not in existing:
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", DataType.INT64, is_primary=True)
-        schema.add_field("generation", DataType.VARCHAR, max_length=64)
-        schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=2)  # Milvus needs one vector field
-        _create_collection(client, state_name, schema, {"index_type": "FLAT", "metric_type": "L2"}, "Strong")
-    return created
+    for field, dtype, *options in _FIELDS[kind]:
+        schema.add_field(field, dtype, **(options[0] if options else {}))
+    embedded = kind in KINDS
+    schema.add_field("embedding", DataType.FLOAT_VECTOR, dim=dim if embedded else len(CONSTANT))
+    config = dict(index_config) if embedded else {"index_type": "FLAT", "metric_type": "L2"}
+    index = client.prepare_index_params()
+    index.add_index(field_name="embedding", index_type=config.pop("index_type", "AUTOINDEX"),
+                    metric_type=config.pop("metric_type", "COSINE"), params=config or None)
+    for field in _INDEXED.get(kind, ()) if scalar_indexes else ():
+        index.add_index(field_name=field, index_type="")  # the server's default scalar index
+    client.create_collection(name, schema=schema, index_params=index,
+                             consistency_level="Strong" if kind == LOG else consistency)
 
 
-def upsert_columns(client: MilvusClient, name: str, rows: List[Dict[str, Any]], schemas: Dict[str, Any]) -> bool:
-    """Upsert rows holding every field of a fixed schema column by column (packed ~5x faster than rows)
-    through the client's connection handler, a private pymilvus call (`MilvusClient` takes rows only).
-    False, writing nothing, if the rows or this pymilvus do not allow it: the caller then writes rows."""
-    try:  # AttributeError, TypeError, ParamError: refused before anything is sent, by another pymilvus
-        handler = client._get_connection()
-        schema = schemas.get(name) or schemas.setdefault(name, handler.describe_collection(name))
-        fields = {f["name"]: f["type"] for f in schema["fields"]}
-        if not all(row.keys() == fields.keys() for row in rows):
-            return False
-        handler.upsert(name, [{"name": n, "type": t, "values": [r[n] for r in rows]} for n, t in fields.items()], schema=schema)
-    except (AttributeError, TypeError, ParamError):
-        return False
-    return True
-
-
-def _create_collection(client: MilvusClient, name: str, schema: Any, index_config: Dict[str, Any], consistency: str) -> None:
-    index_params = client.prepare_index_params()
-    config = dict(index_config)
-    index_params.add_index(
-        field_name="embedding",
-        index_type=config.pop("index_type", "AUTOINDEX"),
-        metric_type=config.pop("metric_type", "COSINE"),
-        params=config or None,
-    )
-    client.create_collection(name, schema=schema, index_params=index_params, consistency_level=consistency)
+def _made_by_another(client: MilvusClient, name: str, make: Callable[[], Any]) -> Any:
+    """`make()`; if it fails because another process made `name` meanwhile (two processes opening one new
+    store), None: the collection is there."""
+    try:
+        return make()
+    except MilvusException:
+        time.sleep(0.5)
+        if not client.has_collection(name):
+            raise
+        logger.info("Collection %s was created meanwhile by another client; using it.", name)
+        return None
 
 
 class Collections:
-    """The entities, relations and passages collections of one store (`{prefix}_{kind}`).
+    """The collections of one store (`{prefix}_{kind}`).
 
     Args:
         uri: Where Milvus is: a Lite path, or a server URI.
         token: How to log in to a server.
         prefix: The collections' name prefix.
-        dim: The embedding dimension of all three.
-        index_config: The vector index (Milvus `add_index` arguments).
-        consistency_level: Of new collections.
-        overwrite: Drop the store's five collections first.
+        dim: The embedding dimension of entities, relations and passages.
+        index_config: Their vector index (Milvus `add_index` arguments).
+        consistency_level: Of reads and new collections.
+        overwrite: Drop the store's collections first.
         owner: The graph store that `vector_store`'s writes and deletes go through.
         client_kwargs: Passed to the Milvus client.
     """
 
     def __init__(
-        self,
-        uri: str,
-        token: str,
-        prefix: str,
-        dim: int,
-        *,
-        index_config: Dict[str, Any],
-        consistency_level: str,
-        overwrite: bool,
-        client_kwargs: Dict[str, Any],
-        owner: Any,
+        self, uri: str, token: str, prefix: str, dim: int, *, index_config: Dict[str, Any], consistency_level: str,
+        overwrite: bool, client_kwargs: Dict[str, Any], owner: Any,
     ) -> None:
-        self.lite_path: Optional[str] = None
-        if is_local_path(uri):
-            path = lite.lite_path(uri)
-            uri = str(path)
-        self.uri, self.dim = uri, dim
+        self.lite_path: Optional[str] = str(lite.lite_path(uri)) if is_local_path(uri) else None
+        self.uri, self.dim = self.lite_path or uri, dim
         self.prefix, self.names = prefix, collection_names(prefix)
-        self.state_name = f"{prefix}_state"  # one row: the generation token (see `advance`)
-        self._key = (uri, prefix) if is_local_path(uri) else None  # one store per Lite collections
+        self._key = (self.uri, prefix) if self.is_lite else None  # one store per Lite collections
         self._token, self._client_kwargs, self._owner = token, client_kwargs, owner
-        self._index_config = index_config
-        self._consistency_level = consistency_level
+        self._index_config, self.consistency_level = index_config, consistency_level
         self._unflushed: set = set()  # kinds written since their last flush (Milvus Lite)
-        self._schemas: Dict[str, Any] = {}  # by collection name, described once (`upsert_columns`)
         self.calls: Counter = Counter()  # queries and searches made, by kind (what the benchmarks count)
-        self.ids_read: Counter = Counter()  # rows asked for by primary key, by collection kind
-        self.seconds: Counter = Counter()  # time spent in those calls, by kind (the benchmarks' breakdown)
+        self.seconds: Counter = Counter()  # time spent in those calls, by kind
         lite.claim(self._key)
         try:
-            if is_local_path(uri):
-                lite.check_lite(Path(uri), [*self.names.values(), self.state_name])
+            if self.is_lite:
+                lite.check_lite(Path(self.uri), list(self.names.values()))
             with lite.quiet_lite():
                 self.vector_store = self._open_vector_store(overwrite)
         except BaseException:
             lite.release(self._key)
             raise
         self.client: MilvusClient = self.vector_store.client
-        if is_local_path(uri):
-            self.lite_path = uri
-            lite.lite_acquire(uri)
+        if self.is_lite:
+            lite.lite_acquire(self.uri)
         try:
             with lite.quiet_lite():
                 self._create()
             self._check_dimensions()
-            for name in (*self.names.values(), self.state_name):
+            for name in self.names.values():
                 self.client.load_collection(name)
         except BaseException:
             self.close()
@@ -224,35 +183,39 @@ class Collections:
 
     # opening ----------------------------------------------------------------------------------
     def _open_vector_store(self, overwrite: bool) -> PassageVectorStore:
-        try:
-            if overwrite:
-                client = MilvusClient(uri=self.uri, token=self._token, **self._client_kwargs)
-                for name in (*self.names.values(), self.state_name):
-                    client.drop_collection(name)
-                client.close()
-            vector_store = PassageVectorStore(
-                uri=self.uri,
-                token=self._token,
-                collection_name=self.names[PASSAGES],
-                dim=self.dim,
-                similarity_metric="COSINE",
-                index_config=dict(self._index_config),
-                use_async_client=False,
-                upsert_mode=True,
-                consistency_level=self._consistency_level,
-                **self._client_kwargs,
+        if overwrite:
+            client = MilvusClient(uri=self.uri, token=self._token, **self._client_kwargs)
+            for name in self.names.values():
+                client.drop_collection(name)
+            client.close()
+
+        def open_() -> PassageVectorStore:
+            return PassageVectorStore(
+                uri=self.uri, token=self._token, collection_name=self.names[PASSAGES], dim=self.dim,
+                similarity_metric="COSINE", index_config=dict(self._index_config), use_async_client=False,
+                upsert_mode=True, consistency_level=self.consistency_level, **self._client_kwargs,
             )
-            vector_store._graph_store = self._owner
-            return vector_store
+
+        try:
+            try:
+                vector_store = open_()
+            except MilvusException:  # made meanwhile by another process: open it as it is now
+                time.sleep(0.5)
+                vector_store = open_()
         except Exception as exc:
-            if is_local_path(self.uri) and lite.held_by_another_process(self.uri):
+            if self.is_lite and lite.held_by_another_process(self.uri):
                 raise lite.held_error(self.uri) from exc
             raise
+        vector_store._graph_store = self._owner
+        return vector_store
 
     def _create(self) -> None:
-        self.created = _create_collections(
-            self.client, self.names, self.state_name, self.dim, self._index_config, self._consistency_level
-        )
+        existing = set(self.client.list_collections())
+        for kind in (ENTITIES, RELATIONS, STATEMENTS, LINKS, LOG):
+            name = self.names[kind]
+            if name not in existing:
+                _made_by_another(self.client, name, partial(
+                    _create, self.client, name, kind, self.dim, self._index_config, self.consistency_level, not self.is_lite))
 
     def _check_dimensions(self) -> None:
         for name in (self.names[kind] for kind in KINDS):
@@ -264,50 +227,72 @@ class Collections:
                         "was built with, or another collection_prefix (or overwrite=True to rebuild it)."
                     )
 
-    # the write generation -------------------------------------------------------------------
-    def generation(self) -> str:
-        """The token of the collections' current state; every write by any store changes it."""
-        rows = self.client.query(self.state_name, filter="id == 0", output_fields=["generation"], consistency_level="Strong")
-        return rows[0]["generation"] if rows else ""
+    # the log ----------------------------------------------------------------------------------
+    def log_ids(self) -> FrozenSet[str]:
+        """The log's row ids, read Strong: a write adds one when it begins and one when it ends."""
+        rows = self.client.query(self.names[LOG], filter='id != ""', output_fields=["id"], limit=QUERY_LIMIT,
+                                 consistency_level="Strong")
+        return frozenset(row["id"] for row in rows)
 
-    def advance(self) -> str:
-        """A new random generation token, returned. A write calls it before its first row, so that nothing
-        saved about the previous state is trusted again, and after its last (or its repair), so that a store
-        that read the rows in between can tell."""
+    def begin(self) -> str:
+        """Log that a write begins (before its first row); its token."""
         token = uuid.uuid4().hex
-        self.client.upsert(self.state_name, [{"id": 0, "generation": token, "embedding": [1.0, 0.0]}])
+        self.client.upsert(self.names[LOG], [{"id": f"{token}.begin", "embedding": CONSTANT}])
         return token
 
+    def end(self, token: str) -> str:
+        """Log that the write `token` ended (after its last row); the id of the row that says so."""
+        done = f"{token}.end"
+        self.client.upsert(self.names[LOG], [{"id": done, "embedding": CONSTANT}])
+        return done
+
+    def prune(self, keep: str, seen: Optional[Iterable[str]] = None) -> None:
+        """Delete the log rows but `keep`: those `seen` (a store whose caches read the log keeps what
+        it did not see), or all."""
+        if seen is None:
+            self.client.delete(self.names[LOG], filter=f"id != {milvus_literal(keep)}")
+        elif others := sorted(set(seen) - {keep}):
+            self.client.delete(self.names[LOG], filter=id_filter(others))
+
     # reading ----------------------------------------------------------------------------------
-    def query(self, kind: str, filter: str, fields: Sequence[str], limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Rows of `kind` matching `filter` (an expression built by this module's helpers)."""
+    def query(self, kind: str, filter: str, fields: Sequence[str], limit: Optional[int] = None,
+              consistency: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Rows of `kind` matching `filter` (an expression built by `filters.py`)."""
         kwargs = {} if limit is None else {"limit": limit}
         self.calls[f"query {kind}"] += 1
         start = time.perf_counter()
-        rows = self.client.query(
-            self.names[kind], filter=filter, output_fields=list(fields), consistency_level=self._consistency_level, **kwargs
-        )
+        rows = self.client.query(self.names[kind], filter=filter, output_fields=list(fields),
+                                 consistency_level=consistency or self.consistency_level, **kwargs)
         self.seconds[f"query {kind}"] += time.perf_counter() - start
         return rows
 
-    def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str], batch_size: int = ID_BATCH) -> List[Dict[str, Any]]:
+    def get(self, kind: str, ids: Sequence[Any], fields: Sequence[str], batch_size: int = ID_BATCH,
+            consistency: Optional[str] = None) -> List[Dict[str, Any]]:
         """The rows of `kind` with the given ids (in no particular order), `batch_size` ids a query."""
-        rows: List[Dict[str, Any]] = []
-        ids = list(ids)
-        self.ids_read[kind] += len(ids)
-        for batch in chunked(ids, batch_size):
-            rows += self.query(kind, id_filter(batch), fields)
-        return rows
+        return [row for batch in chunked(list(ids), batch_size)
+                for row in self.query(kind, id_filter(batch), fields, consistency=consistency)]
 
-    def count(self, kind: str) -> int:
-        return int(self.query(kind, "", ["count(*)"])[0]["count(*)"])
+    def where(self, kind: str, tests: Iterable[str], fields: Sequence[str]) -> List[Dict[str, Any]]:
+        """The rows of `kind` matching any of `tests` (expressions built by `filters.py`), read whole: a
+        query each, paged when one holds more than `QUERY_LIMIT` rows."""
+        rows: Dict[Any, Dict[str, Any]] = {}
+        for test in tests:
+            found = self.query(kind, test, ["id", *fields], limit=QUERY_LIMIT)
+            if len(found) == QUERY_LIMIT:  # more than one query returns: page through them
+                found = [row for page in self.pages(kind, ["id", *fields], test) for row in page]
+            rows.update((row["id"], row) for row in found)
+        return list(rows.values())
 
-    def counts(self) -> Dict[str, int]:
-        """Rows stored in each collection, as Milvus counts them."""
-        return {kind: self.count(kind) for kind in KINDS}
+    def count(self, kind: str, consistency: Optional[str] = None) -> int:
+        return int(self.query(kind, "", ["count(*)"], consistency=consistency)[0]["count(*)"])
+
+    def counts(self, kinds: Sequence[str] = KINDS) -> Dict[str, int]:
+        """Rows stored in each collection, as Milvus counts them (Strong)."""
+        return {kind: self.count(kind, "Strong") for kind in kinds}
 
     def search(
-        self, kind: str, vectors: Sequence[Sequence[float]], limit: int, fields: Sequence[str] = (), where: str = ""
+        self, kind: str, vectors: Sequence[Sequence[float]], limit: int, fields: Sequence[str] = (), where: str = "",
+        consistency: Optional[str] = None,
     ) -> List[List[Tuple[Any, float, Dict[str, Any]]]]:
         """For each vector, the `limit` nearest rows of `kind` (those matching `where`, an expression
         built by `filters.py`) as (id, cosine, fields), best first."""
@@ -317,66 +302,49 @@ class Collections:
         self.calls[f"search {kind}"] += 1
         start = time.perf_counter()
         hits = self.client.search(
-            self.names[kind],
-            data=[list(map(float, v)) for v in vectors],
-            limit=limit,
-            output_fields=list(fields),
-            filter=where,
-            anns_field="embedding",
-            consistency_level=self._consistency_level,
+            self.names[kind], data=[list(map(float, v)) for v in vectors], limit=limit, output_fields=list(fields),
+            filter=where, anns_field="embedding", consistency_level=consistency or self.consistency_level,
         )
         self.seconds[f"search {kind}"] += time.perf_counter() - start
         return [[(h["id"], float(h["distance"]), h.get("entity", {})) for h in hit_list] for hit_list in hits]
 
-    def pages(self, kind: str, fields: Sequence[str]) -> Iterator[List[Dict[str, Any]]]:
-        """Every row of a collection, a page at a time. On Milvus Lite, where each query costs about a
-        scan whatever its limit, a page is a primary-key range of about `LITE_PAGE` rows (one
-        unbounded query each); on a server, `query_iterator` pages, read Strong, so that caches built
-        from them hold every write that advanced the generation read before them, whichever client made
-        it."""
+    def pages(self, kind: str, fields: Sequence[str], where: str = "") -> Iterator[List[Dict[str, Any]]]:
+        """Every row of a collection (matching `where`), a page at a time: on Lite in primary-key ranges,
+        one unbounded query each; on a server by `query_iterator`, read Strong, so that caches built from
+        the pages hold every write that ended before the log was read."""
         if self.is_lite:
-            strings = kind == PASSAGES
-            for filter_ in _id_ranges(-(-self.count(kind) // LITE_PAGE), strings):
-                page = self.query(kind, filter_, fields)
-                if page:
+            for filter_ in _id_ranges(-(-self.count(kind) // LITE_PAGE), kind == PASSAGES):
+                test = " and ".join(f"({t})" for t in (filter_, where) if t)
+                if page := self.query(kind, test, fields):
                     yield page
             return
         with lite.quiet_lite():
-            iterator = self.client.query_iterator(
-                self.names[kind], batch_size=_SERVER_PAGE, output_fields=list(fields), consistency_level="Strong"
-            )
+            iterator = self.client.query_iterator(self.names[kind], batch_size=_SERVER_PAGE, output_fields=list(fields),
+                                                  filter=where, consistency_level="Strong")
             try:
-                while True:
-                    page = iterator.next()
-                    if not page:
-                        return
+                while page := iterator.next():
                     yield page
             finally:
                 iterator.close()
 
     # writing ----------------------------------------------------------------------------------
     def upsert(self, kind: str, rows: List[Dict[str, Any]]) -> None:
+        """Write whole rows (an id stored already is replaced: a fact written twice is one row)."""
         if rows:
-            if kind == PASSAGES or not upsert_columns(self.client, self.names[kind], rows, self._schemas):
-                self.client.upsert(self.names[kind], rows)  # passages: their metadata keys vary
-            if self.is_lite:
-                self._unflushed.add(kind)
-
-    def insert(self, kind: str, rows: List[Dict[str, Any]]) -> None:
-        """Insert new rows (ids not stored: Milvus would keep both rows of an id inserted twice)."""
-        if rows:
-            self.client.insert(self.names[kind], rows)
+            self.client.upsert(self.names[kind], rows)
             if self.is_lite:
                 self._unflushed.add(kind)
 
     def delete(self, kind: str, ids: Sequence[Any]) -> None:
-        for batch in chunked(list(ids), ID_BATCH):
+        for batch in chunked(list(dict.fromkeys(ids)), ID_BATCH):
             self.client.delete(self.names[kind], filter=id_filter(batch))
+        if ids and self.is_lite:
+            self._unflushed.add(kind)
 
     def delete_all(self) -> None:
-        """Delete every row of the four collections (they stay, with their schema and index)."""
-        for kind in (*KINDS, ADJACENCY):
-            self.client.delete(self.names[kind], filter="id >= 0 or id < 0" if kind in (ENTITIES, RELATIONS) else 'id != ""')
+        """Delete every row of the store's collections but the log (they stay, with their schema and index)."""
+        for kind in (*KINDS, STATEMENTS, LINKS):
+            self.client.delete(self.names[kind], filter='id != ""' if kind == PASSAGES else "id >= 0 or id < 0")
 
     def flush(self) -> None:
         """Seal what was written, so that searches run on indexed segments (Milvus Lite searches

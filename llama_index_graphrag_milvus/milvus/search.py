@@ -14,7 +14,7 @@ import numpy as np
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, KINDS, PASSAGES, RELATIONS, VECTOR_BATCH, Collections
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, KINDS, PASSAGES, QUERY_LIMIT, RELATIONS, VECTOR_BATCH, Collections
 from llama_index_graphrag_milvus.milvus.filters import PassageFilter
 from llama_index_graphrag_milvus.schema import ScoredEntity
 from llama_index_graphrag_milvus.milvus.vectors import VectorCache, cosines, unit_rows
@@ -123,10 +123,11 @@ class VectorSearch(Protocol):
         """The cosine of `vector` with each of the given passages that is stored."""
 
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
-        """For each vector, at most `top_k` stored entities with cosine ≥ `threshold`, as {id: cosine}."""
+        """For each vector, at most `top_k` stored entities (live or not) with cosine about ≥ `threshold`,
+        as {id: cosine} (a Milvus search's cosines are approximate: the writer scores links again)."""
 
     def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
-        """The vectors of the stored entities among `ids`, as searches compare them."""
+        """The unit vectors of the stored entities among `ids`, as searches compare them."""
 
     def put(self, kind: str, ids: Sequence, vectors: Sequence[Sequence[float]]) -> None:
         """Rows just written (already in the adjacency), so that later searches find them."""
@@ -156,7 +157,8 @@ def best_first(keys: np.ndarray, scores: np.ndarray, top_k: int, ties: np.ndarra
 
 
 class CachedSearch:
-    """`VectorSearch` on an in-memory copy of the vectors, by the positions of the in-memory adjacency."""
+    """`VectorSearch` on an in-memory copy of the vectors, by the positions of the in-memory adjacency;
+    entity and relation searches see the live rows only (`GraphCache.snapshot`'s masks)."""
 
     def __init__(self, cache: GraphCache, dim: int) -> None:
         self.cache, self.dim = cache, dim
@@ -168,11 +170,15 @@ class CachedSearch:
     def _registry(self, kind: str):
         return {ENTITIES: self.cache.entities, RELATIONS: self.cache.relations, PASSAGES: self.cache.passages}[kind]
 
+    def _live(self, kind: str) -> np.ndarray:
+        graph = self.cache.snapshot()
+        return {ENTITIES: graph.live_entities, RELATIONS: graph.live_relations}.get(kind, self.cache.passages.mask())
+
     def entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
         if not len(vectors):
             return []
         registry = self.cache.entities
-        found = self.vectors[ENTITIES].top_k_many(vectors, top_k + TIE_MARGIN, registry.mask())
+        found = self.vectors[ENTITIES].top_k_many(vectors, top_k + TIE_MARGIN, self._live(ENTITIES))
         hits = [_settled(registry.ids_at(pos), sc, top_k) for pos, sc in found]
         return [
             [ScoredEntity(e, self.cache.entity_name(p), s) for (e, s), p in zip(row, registry.lookup([e for e, _ in row]).tolist())]
@@ -180,7 +186,7 @@ class CachedSearch:
         ]
 
     def relations(self, vector: Sequence[float], top_k: int) -> List[Tuple[int, float]]:
-        positions, scores = self.vectors[RELATIONS].top_k(vector, top_k + TIE_MARGIN, self.cache.relations.mask())
+        positions, scores = self.vectors[RELATIONS].top_k(vector, top_k + TIE_MARGIN, self._live(RELATIONS))
         return _settled(self.cache.relations.ids_at(positions), scores, top_k)
 
     def passages(self, vector: Sequence[float], top_k: int, only: Optional[PassageCheck] = None) -> List[Tuple[str, float]]:
@@ -211,7 +217,7 @@ class CachedSearch:
         return dict(zip(known, scores.tolist()))
 
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
-        ids = self.cache.entities.ids
+        ids = self.cache.entities.ids  # every stored entity, live or not: a link is a fact of both names
         hits = self.vectors[ENTITIES].within(vectors, threshold, top_k, self.cache.entities.mask())
         return [{ids[p]: s for p, s in zip(pos.tolist(), sc.tolist())} for pos, sc in hits]
 
@@ -226,12 +232,12 @@ class CachedSearch:
         if not len(ids):
             return
         positions = self._registry(kind).lookup(self._registry(kind).keys(ids))
-        known = positions >= 0  # an entity with no relation (left by an interrupted write) is not searched
+        known = positions >= 0  # an entity no stored relation names (an interrupted write) is not searched
         rows = np.asarray(vectors, dtype=np.float32).reshape(len(positions), -1)
         self.vectors[kind].put(positions[known], rows[known])
 
     def fill(self, kind: str, positions: np.ndarray, rows: np.ndarray) -> None:
-        """Load rows at known positions (opening a store)."""
+        """Load rows at known positions (building the caches)."""
         self.vectors[kind].put(positions, rows)
 
     def rows(self, kind: str, positions: np.ndarray) -> np.ndarray:
@@ -239,11 +245,16 @@ class CachedSearch:
         return self.vectors[kind].rows(positions)
 
 
-class MilvusSearch:
-    """`VectorSearch` by Milvus searches; the similarity to given rows by reading their vectors."""
+#: Which of given entity or relation ids are live (the store's graph backend answers).
+Live = Callable[[str, np.ndarray], np.ndarray]
 
-    def __init__(self, collections: Collections) -> None:
-        self.collections = collections
+
+class MilvusSearch:
+    """`VectorSearch` by Milvus searches; the similarity to given rows by reading their vectors. Entity
+    and relation hits that are not live (`live`, set by the backend) are dropped, and more fetched."""
+
+    def __init__(self, collections: Collections, live: Optional[Live] = None) -> None:
+        self.collections, self.live = collections, live
 
     def reset(self) -> None:
         pass
@@ -252,16 +263,30 @@ class MilvusSearch:
         pass  # Milvus holds them already
 
     def _top(self, kind: str, vectors: Sequence[Sequence[float]], top_k: int, fields: Sequence[str] = (), where: str = ""):
-        """Each vector's `top_k` hits (among the rows `where` matches), their cosines computed again here
-        from the vectors the search returns (the numbers the in-process search gives) and ties settled by
-        id; and the hits' fields."""
-        found = self.collections.search(kind, vectors, top_k + TIE_MARGIN, fields=[*fields, "embedding"], where=where)
+        """Each vector's `top_k` live hits (among the rows `where` matches), their cosines computed again
+        here from the vectors the search returns (the numbers the in-process search gives) and ties settled
+        by id; and the hits' fields. Rows that are not live (an entity or relation no stored passage states
+        any more, until `compact()`) are left out: the search asks for as many more as it found dead."""
+        fetch = wanted = top_k + TIE_MARGIN
+        while True:
+            found = self.collections.search(kind, vectors, fetch, fields=[*fields, "embedding"], where=where)
+            dead = self._dead(kind, found)
+            if all(len(hits) < fetch or sum(i not in dead for i, _, _ in hits) >= wanted for hits in found):
+                break
+            fetch = min(2 * fetch, QUERY_LIMIT)
         rows = {i: row for hits in found for i, _, row in hits}
         settled = []
         for vector, hits in zip(vectors, found):
+            hits = [hit for hit in hits if hit[0] not in dead]
             exact = cosines_to(vector, [row["embedding"] for _, _, row in hits])
             settled.append(_settled([i for i, _, _ in hits], np.array(exact), top_k))
         return settled, rows
+
+    def _dead(self, kind: str, found: List[List[Tuple[Any, float, Dict[str, Any]]]]) -> Set[Any]:
+        if self.live is None or kind == PASSAGES:  # a deleted passage is gone from Milvus
+            return set()
+        ids = np.array(sorted({i for hits in found for i, _, _ in hits}), dtype=np.int64)
+        return set(ids[~self.live(kind, ids)].tolist()) if len(ids) else set()
 
     def entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
         found, rows = self._top(ENTITIES, vectors, top_k, ["name"])
@@ -288,14 +313,15 @@ class MilvusSearch:
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
         return similarities(self.collections, PASSAGES, vector, passage_ids)
 
-    def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
-        rows = self.collections.get(ENTITIES, list(dict.fromkeys(ids)), ["id", "embedding"])
-        return {row["id"]: list(row["embedding"]) for row in rows}
+    def entity_vectors(self, ids: Sequence[int], consistency: Optional[str] = None) -> Dict[int, List[float]]:
+        rows = self.collections.get(ENTITIES, list(dict.fromkeys(ids)), ["id", "embedding"], consistency=consistency)
+        unit = unit_rows(np.asarray([row["embedding"] for row in rows], dtype=np.float32).reshape(len(rows), -1))
+        return dict(zip((row["id"] for row in rows), unit.tolist()))
 
-    def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
+    def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int, consistency: Optional[str] = None) -> List[Dict[int, float]]:
         found: List[Dict[int, float]] = []
-        for start in range(0, len(vectors), 256):
-            hits = self.collections.search(ENTITIES, np.asarray(vectors[start : start + 256]).tolist(), top_k)
+        for start in range(0, len(vectors), 2048):
+            hits = self.collections.search(ENTITIES, np.asarray(vectors[start : start + 2048]).tolist(), top_k,
+                                           consistency=consistency)
             found += [{i: s for i, s, _ in row if s >= threshold} for row in hits]
         return found
-

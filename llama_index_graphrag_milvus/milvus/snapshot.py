@@ -1,14 +1,12 @@
 """The columns the in-memory caches are built from, and a local file that keeps them between runs.
 
-Opening a store rebuilds its adjacency, entity names and vector cache from a few columns of its three
-collections (`Columns`, `read_columns`). Milvus Lite hands rows back slowly, so reading them dominates
-opening a large store. A Lite store therefore saves its columns to a `.npz` file when it closes and, on
-the next open, builds from the file instead of re-reading Milvus.
+A store builds its adjacency, entity names and vector cache from a few columns of its facts (`Columns`,
+`read_columns`). Milvus Lite hands rows back slowly, so reading them dominates building a large store's
+caches. A Lite store therefore saves its columns to a `.npz` file when it closes and builds from the file
+the next time instead of re-reading Milvus.
 
-The file is a cache of Milvus, never a source. Every write by any store advances a generation token kept
-in Milvus (`Collections.advance`); the file records the token of the state it holds, and is trusted only
-while Milvus holds that very token (and counts the same rows). A store deletes the file before its first
-write, and saves it on close only if no other store wrote since it read or wrote the rows itself.
+The file is a cache of Milvus, never a source: it records the log ids of the state it holds
+(`Collections.log_ids`: every write adds one), and is trusted only while Milvus' log holds exactly those.
 """
 
 from __future__ import annotations
@@ -22,14 +20,14 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, LINKS, PASSAGES, RELATIONS
 
 if TYPE_CHECKING:
     from llama_index_graphrag_milvus.milvus.collections import Collections
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 3
+FORMAT = 4
 
 
 @dataclass
@@ -43,7 +41,8 @@ class Columns:
     passage_relations: np.ndarray  # int64
     entity_ids: np.ndarray  # int64 (E,)
     entity_names: List[str]  # (E,) as first written
-    synonyms: np.ndarray  # int64 (S, 2): pairs of indices into entity_ids (no id lookups to load them)
+    links: np.ndarray  # int64 (L, 2): pairs of indices into entity_ids (no id lookups to load them)
+    link_scores: np.ndarray  # float32 (L,): their cosines
     relation_vectors: Optional[np.ndarray] = None  # float32 (R, dim), when the store keeps a vector cache
     passage_vectors: Optional[np.ndarray] = None  # float32 (P, dim)
     entity_vectors: Optional[np.ndarray] = None  # float32 (E, dim)
@@ -56,12 +55,12 @@ class Columns:
 #: The columns of the adjacency (the rest are vectors).
 ADJACENCY_COLUMNS = (
     "relation_ids", "relation_ends", "passage_ids", "passage_offsets", "passage_relations", "entity_ids",
-    "entity_names", "synonyms",
+    "entity_names", "links", "link_scores",
 )
 
 
 def read_columns(collections: "Collections", with_vectors: bool) -> Columns:
-    """The columns the caches are built from, read page by page from the three collections."""
+    """The columns the caches are built from, read page by page from the collections of facts."""
     vectors = ["embedding"] if with_vectors else []
     dim = collections.dim
     ids, ends, relation_vectors = [], [], []
@@ -78,14 +77,14 @@ def read_columns(collections: "Collections", with_vectors: bool) -> Columns:
         passage_vectors += [_float32([r["embedding"] for r in page], dim)] if vectors else []
     entity_ids: List[int] = []
     names: List[str] = []
-    synonyms: List[Tuple[int, int]] = []
     entity_vectors = []
-    for page in collections.pages(ENTITIES, ["id", "name", "synonym_ids", *vectors]):
+    for page in collections.pages(ENTITIES, ["id", "name", *vectors]):
         entity_ids += [r["id"] for r in page]
         names += [r["name"] for r in page]
-        synonyms += [(r["id"], other) for r in page for other in r.get("synonym_ids") or []]
         entity_vectors += [_float32([r["embedding"] for r in page], dim)] if vectors else []
+    links = [(r["a"], r["b"], r["score"]) for page in collections.pages(LINKS, ["a", "b", "score"]) for r in page]
     entities = np.array(entity_ids, dtype=np.int64)
+    pairs, kept = _indices(entities, np.array([(a, b) for a, b, _ in links], dtype=np.int64).reshape(-1, 2))
     return Columns(
         relation_ids=np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64),
         relation_ends=np.concatenate(ends) if ends else np.zeros((0, 2), dtype=np.int64),
@@ -94,7 +93,8 @@ def read_columns(collections: "Collections", with_vectors: bool) -> Columns:
         passage_relations=np.array(flat, dtype=np.int64),
         entity_ids=entities,
         entity_names=names,
-        synonyms=_indices(entities, np.array(synonyms, dtype=np.int64).reshape(-1, 2)),
+        links=pairs,
+        link_scores=np.array([score for _, _, score in links], dtype=np.float32)[kept],
         relation_vectors=_stack(relation_vectors, dim) if vectors else None,
         passage_vectors=_stack(passage_vectors, dim) if vectors else None,
         entity_vectors=_stack(entity_vectors, dim) if vectors else None,
@@ -109,17 +109,18 @@ def _stack(parts: List[np.ndarray], dim: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
 
 
-def _indices(ids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """Pairs of ids as pairs of indices into `ids`; pairs naming an id not in `ids` are dropped."""
+def _indices(ids: np.ndarray, pairs: np.ndarray) -> tuple:
+    """Pairs of ids as pairs of indices into `ids`, and which pairs those are (pairs naming an id not in
+    `ids` are dropped)."""
     order = np.argsort(ids, kind="stable")
     at = np.minimum(np.searchsorted(ids[order], pairs), max(len(ids) - 1, 0))
     found = (ids[order][at] == pairs).all(axis=1) if len(ids) else np.zeros(len(pairs), dtype=bool)
-    return order[at[found]].reshape(-1, 2)
+    return order[at[found]].reshape(-1, 2), found
 
 
 def save(path: Path, columns: Columns, meta: Dict[str, Any], state: Dict[str, Any]) -> None:
-    """Write `columns`, the `meta` they were built under and the `state` of Milvus they hold (its row
-    counts and generation) to `path`, atomically (a reader never sees half a file)."""
+    """Write `columns`, the `meta` they were built under and the `state` of Milvus they hold (its log
+    ids) to `path`, atomically (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_partials(path)
     arrays: Dict[str, np.ndarray] = {}

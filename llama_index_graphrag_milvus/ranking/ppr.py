@@ -45,7 +45,7 @@ class PPRRanker:
             for i in np.searchsorted(sub.entities, ends).tolist():  # sub.entities is sorted
                 votes.setdefault(i, []).append(w)
         for i, ws in votes.items():
-            restart[i] = float(np.mean(ws)) * specificity(hood.graph, sub.entities[i : i + 1])[0]
+            restart[i] = float(np.mean(ws)) * specificity(hood.passage_counts(sub.entities[i : i + 1]))[0]
         pids = hood.passage_ids(sub.passages)
         cosines = task.passage_cosines(pids)
         restart[passages] = _min_max(np.array([cosines.get(p, 0.0) for p in pids])) * self.passage_weight
