@@ -1,4 +1,4 @@
-"""`graphrag-milvus`: ingest, bulk-load, query, stats, demo and eval from the command line.
+"""`graphrag-milvus`: ingest, bulk-load, query, stats, compact, demo and eval from the command line.
 
 Every command takes --uri (a Milvus Lite path or a server URI) and --prefix (the collection prefix).
 Errors come out as one line on stderr with exit status 1.
@@ -221,6 +221,11 @@ def cmd_stats(args: argparse.Namespace) -> None:
         print(_PENDING_NOTE.format(n=counts["pending_extraction"]), file=sys.stderr)
 
 
+def cmd_compact(args: argparse.Namespace) -> None:
+    with _store(args, existing=True) as store:
+        print(json.dumps(store.compact()))
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from llama_index_graphrag_milvus.bench.demo import main as demo
 
@@ -277,7 +282,7 @@ def parser() -> argparse.ArgumentParser:
 
     for name, help, run in (
         ("ingest", "Ingest text/markdown files or a JSONL of passages.", cmd_ingest),
-        ("bulk-load", "A big first load of what ingest takes, into an empty store, at Milvus' insert rate.", cmd_bulk_load),
+        ("bulk-load", "A big load of what ingest takes, read and written a chunk at a time.", cmd_bulk_load),
     ):
         writes = command(name, help, run)
         writes.add_argument("paths", nargs="+")
@@ -291,6 +296,7 @@ def parser() -> argparse.ArgumentParser:
     query.add_argument("--openai", action="store_true", help="OpenAI for NER and rerank")
     query.add_argument("--openai-model", default="gpt-4o-mini")
     command("stats", "Count entities, relations and passages.", cmd_stats)
+    command("compact", "Delete what no stored passage states any more (after deletes); print the rows deleted.", cmd_compact)
     demo = command(
         "demo", "The offline demo: real multi-hop questions (MuSiQue), plain vector RAG beside Graph RAG.", cmd_demo
     )

@@ -8,7 +8,7 @@ import uuid
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
 from llama_index_graphrag_milvus.ingest.extract import (
@@ -130,9 +130,8 @@ class GraphRAGTransform(TransformComponent):
                 "default), or store on a Milvus server, whose store every worker reopens. LLM extraction runs "
                 "concurrently anyway: LLMTripletExtractor(num_workers=...)."
             )
-        state = super().__getstate__()
-        state["__dict__"] = {**state["__dict__"], "store": _Reopened(self.store.settings)}
-        return state
+        state = BaseModel.__getstate__(self)  # (not BaseComponent's, which drops from the live object what it cannot pickle)
+        return {**state, "__dict__": {**state["__dict__"], "store": _Reopened(self.store.settings)}}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         store = state["__dict__"]["store"]

@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 #: What the test needs installed: Milvus server 2.3.5 standalone, as a Python package.
 MILVUS_REQUIREMENT = "milvus==2.3.5"
 MILVUS_PORT = 19530
@@ -313,28 +315,27 @@ def retrieved(store: Any, question: str, k: int) -> list[list[str]]:
 
 
 def expansion_mismatches(store: Any) -> dict[str, int]:
-    """The walk by lookups of the adjacency index against the in-memory walk, from every entity and from
-    some relations, at degrees 1 and 2."""
+    """The walk by filtered reads of the statements against the in-memory walk, from every entity and
+    from some relations, at degrees 1 and 2."""
     from llama_index_graphrag_milvus.backends.milvus import MilvusAdjacency
     from llama_index_graphrag_milvus.graph import walk
     from llama_index_graphrag_milvus.graph.walk import GraphAdjacency
-    from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex
 
-    cache = store.backend.cache
+    cache = store.backend.ready()
     graph = cache.snapshot()
-    index = AdjacencyIndex(store.collections)
-    in_memory, by_lookups = GraphAdjacency(graph), MilvusAdjacency(index, store.collections, float("inf"))
+    in_memory, by_reads = GraphAdjacency(graph), MilvusAdjacency(store.collections, float("inf"))
     checks = mismatches = 0
+    calls = sum(store.collections.calls.values())
     for degree in (1, 2):
-        for eid in [e for e in cache.entities.ids if cache.has_entity(e)]:
-            local = {cache.relations.ids[p] for p in walk.expand_from_entities(in_memory, [cache.entities.position[eid]], degree).tolist()}
+        for position in np.flatnonzero(graph.live_entities).tolist():
+            local = set(cache.relations.ids_at(walk.expand_from_entities(in_memory, [position], degree)))
             checks += 1
-            mismatches += set(walk.expand_from_entities(by_lookups, [eid], degree).tolist()) != local
-        for rid in [r for r in cache.relations.ids if cache.has_relation(r)][:8]:
-            local = {cache.relations.ids[p] for p in walk.expand_from_relations(in_memory, [cache.relations.position[rid]], degree).tolist()}
+            mismatches += set(walk.expand_from_entities(by_reads, cache.entities.ids_at([position]), degree).tolist()) != local
+        for position in np.flatnonzero(graph.live_relations)[:8].tolist():
+            local = set(cache.relations.ids_at(walk.expand_from_relations(in_memory, [position], degree)))
             checks += 1
-            mismatches += set(walk.expand_from_relations(by_lookups, [rid], degree).tolist()) != local
-    return {"checks": checks, "mismatches": mismatches, "queries": index.lookups}
+            mismatches += set(walk.expand_from_relations(by_reads, cache.relations.ids_at([position]), degree).tolist()) != local
+    return {"checks": checks, "mismatches": mismatches, "queries": sum(store.collections.calls.values()) - calls}
 
 
 def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> dict[str, int]:
@@ -399,17 +400,21 @@ def scenario(
                 second.close()
         if second_process is not None:
             steps("other_process", second_process)
-        watcher = steps("watcher_open", open_store)  # opened before `store` deletes: catches up by `sync`
+        watcher = steps("watcher_open", open_store)  # built before `store` deletes: catches up by `sync`
+        if watcher is not None:
+            steps("watcher_before", watcher.backend.counts)
         steps("delete", lambda: store.delete(DELETED_DOC))
         if watcher is not None:
             try:
-                steps("watcher_sync", lambda: {"before": watcher.backend.counts(), "synced": watcher.sync(),
-                                               "after": watcher.backend.counts(), "again": watcher.sync()})
+                steps("watcher_sync", lambda: {"synced": watcher.sync(), "after": watcher.backend.counts(),
+                                               "again": watcher.sync()})
             finally:
                 watcher.close()
         steps("count_after_delete", store.count)
         steps("cache_after_delete", store.backend.counts)
         steps("retrieve_euler_after_delete", lambda: retrieved(store, EULER_QUESTION, 4))
+        steps("compact", store.compact)
+        steps("count_after_compact", store.count)
         third = steps("reopen_after_delete_open", open_store)
         if third is not None:
             try:
@@ -449,6 +454,88 @@ finally:
     store.close()
 print("RESULT " + json.dumps(out))
 """
+
+
+# processes that open one new store at once and write their share of a corpus (disjoint documents,
+# shared entities), beside one that writes it all alone
+_WRITER = """
+import json, sys, time
+sys.path.insert(0, {here!r})
+from conftest import SpreadEmbedding
+from llama_index_graphrag_milvus import GraphRAGTransform, MilvusGraphStore
+from llama_index_graphrag_milvus.bench.demo import load_sample
+from llama_index_graphrag_milvus.schema import chunked
+part, parts, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+start = time.monotonic()
+store = MilvusGraphStore(uri={uri!r}, embed_model=SpreadEmbedding(dim=64), collection_prefix=prefix,
+                         index_config={{"index_type": "FLAT"}})
+nodes = load_sample().nodes[part::parts]
+transform = GraphRAGTransform(store=store)
+for batch in chunked(nodes, 20):
+    transform(list(batch))
+store.close()
+print("RESULT " + json.dumps({{"passages": len(nodes), "seconds": round(time.monotonic() - start, 2)}}))
+"""
+
+
+def writers_scenario(uri: str, prefix: str, counts: Sequence[int], timeout: float) -> dict[str, Any]:
+    """For each number of writers, that many processes write one new store at once; their rows and
+    top-10 answers against one writer's."""
+    from llama_index.core.ingestion import IngestionPipeline
+
+    from conftest import SpreadEmbedding
+    from facts import answers, rows
+    from llama_index_graphrag_milvus import GraphRAGTransform, MilvusGraphStore
+    from llama_index_graphrag_milvus.bench.demo import load_sample
+
+    code = _WRITER.format(here=str(Path(__file__).resolve().parent), uri=uri)
+
+    def write(parts: int, target: str) -> list[dict[str, Any]]:
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(i), str(parts), target], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL) for i in range(parts)]
+        out = []
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+            out.append({"exit": proc.returncode, **(json.loads(lines[-1][7:]) if lines else {"error": stderr[-2000:]})})
+        return out
+
+    def opened(target: str) -> Any:
+        return MilvusGraphStore(uri=uri, embed_model=SpreadEmbedding(dim=64), collection_prefix=target,
+                                index_config={"index_type": "FLAT"})
+
+    def seen(target: str) -> tuple:
+        store = opened(target)
+        try:
+            found = rows(store)
+            for kind in ("entities", "relations"):  # which spelling of a name lands first is a race
+                for row in found[kind].values():
+                    for name in ("name", "subject", "predicate", "object"):
+                        row[name] = row[name].casefold() if name in row else None
+            return found, answers(store, questions, top_k=10)
+        finally:
+            store.close()
+
+    questions = [q["question"] for q in load_sample().questions]
+    result: dict[str, Any] = {"one": write(1, f"{prefix}_w1")}
+    alone = seen(f"{prefix}_w1")
+    for n in counts:
+        runs = write(n, f"{prefix}_w{n}")
+        found = seen(f"{prefix}_w{n}")
+        result[str(n)] = {"runs": runs, "same_rows": found[0] == alone[0], "same_answers": found[1] == alone[1],
+                          "rows": {k: len(v) for k, v in found[0].items()}}
+    piped = {}
+    for workers in (1, 2):
+        store = opened(f"{prefix}_p{workers}")
+        try:
+            IngestionPipeline(transformations=[GraphRAGTransform(store=store)]).run(nodes=load_sample().nodes,
+                                                                                     num_workers=workers)
+        finally:
+            store.close()
+        piped[workers] = seen(f"{prefix}_p{workers}")
+    result["pipeline"] = {"same_rows": piped[2][0] == piped[1][0], "same_answers": piped[2][1] == piped[1][1],
+                          "rows": {k: len(v) for k, v in piped[2][0].items()}}
+    return result
 
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
@@ -526,8 +613,9 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
             first.close()
             second = MilvusGraphStore(uri=uri, embed_model=HashEmbedding(dim=64), collection_prefix=args.prefix, snapshot=str(path))
             try:
+                same = second.backend.counts() == counts == second.count()  # built when first used: from the file
                 return {"refused": refused, "saved": path.exists(), "reopened_from_file": second.backend.snapshot_used,
-                        "same_counts": second.backend.counts() == counts == second.count()}
+                        "same_counts": same}
             finally:
                 second.close()
                 shutil.rmtree(path.parent, ignore_errors=True)
@@ -546,6 +634,7 @@ def worker_main(argv: Sequence[str] | None = None) -> int:
         scenario(open_store, steps, other_process, open_milvus_store)
         steps("snapshot_on_server", snapshot_on_server)
         steps("sync_across_processes", sync_across_processes)
+        steps("writers", lambda: writers_scenario(uri, args.prefix, (2, 4), max(10.0, args.deadline - time.time() - 20)))
         result["steps"] = steps.results
     except Exception as exc:
         result["worker_error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"

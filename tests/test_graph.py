@@ -73,6 +73,7 @@ def test_expansion_matches_the_notebooks_matrix_powers(degree):
     rng = np.random.default_rng(7)
     cache = GraphCache()
     cache.add_relations((r, e(f"e{rng.integers(40)}"), e(f"e{rng.integers(40)}")) for r in range(120))
+    cache.add_passages((f"p{r}", [r]) for r in range(120))  # every relation stated: all live
     graph = cache.snapshot()
     a = graph.entity_relation.toarray() > 0  # the notebook's dense E×R incidence, small enough here
     e_adj = (a.astype(int) @ a.T.astype(int)) > 0
@@ -87,12 +88,16 @@ def test_expansion_matches_the_notebooks_matrix_powers(degree):
         assert expand_from_relations(graph, [seed], degree).tolist() == expected.tolist()
 
 
-def test_removed_passages_relations_and_entities_leave_the_walk():
+def test_what_no_stored_passage_states_leaves_the_walk():
     cache = chain_graph()
-    cache.remove(passages=["p1", "p2"], relations=[1, 2], entities=[e("a"), e("b")])
-    assert cache.counts() == {"entities": 3, "relations": 2, "passages": 1}
+    cache.remove(passages=["p1", "p2"])  # r1, r2 and r3 are stated no more; a, b and c name none that is
+    assert cache.counts() == {"entities": 2, "relations": 1, "passages": 1}
     graph = cache.snapshot()
-    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "d")], 2)) == [3, 4]
+    assert graph.live_relations.tolist() == [False, False, False, True]
+    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "d")], 2)) == [4]
+    assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "b")], 2)) == []
+    cache.add_passages([("p2", [2])])  # stated again: live again
+    assert rel_ids(cache, expand_from_entities(cache.snapshot(), [ent(cache, "b")], 0)) == [2]
 
 
 def test_snapshot_is_sparse():
@@ -124,6 +129,7 @@ def random_cache(seed=3, relations=300, entities=120):
     rng = np.random.default_rng(seed)
     cache = GraphCache()
     cache.add_relations((r, e(f"e{rng.integers(entities)}"), e(f"e{rng.integers(entities)}")) for r in range(relations))
+    cache.add_passages((f"p{r}", [r]) for r in range(relations))  # every relation stated: all live
     return cache
 
 
@@ -174,6 +180,7 @@ def branch_graph():
     cache.add_relations(
         [(1, e("a"), e("b")), (2, e("b"), e("c")), (3, e("c"), e("d")), (5, e("b"), e("x")), (6, e("x"), e("y"))]
     )
+    cache.add_passages([("p1", [1, 2, 3]), ("p2", [5, 6])])
     return cache
 
 

@@ -33,6 +33,7 @@ def test_nothing_is_held_in_memory_and_writes_are_the_same(make_store, tmp_path)
     assert milvus.count() == memory.count()  # idempotent without the adjacency too
     for store in (memory, milvus):
         store.delete("bernoulli-daniel")
+        store.compact()
     assert milvus.count() == memory.count() == {"entities": 20, "relations": 39, "passages": 4}
     assert milvus.count()["relations"] == len(milvus.client.query(milvus.relations_collection, filter="", output_fields=["id"]))
 
@@ -101,22 +102,29 @@ def test_both_modes_give_the_same_top_10_on_a_dev_slice_question_by_question(mak
 
 def test_a_retrieval_reads_each_relation_once_with_its_ends_and_vector(make_store, tmp_path, monkeypatch):
     """Milvus mode reads a relation's two entities with its vector, from the relation's own row, once a
-    retrieval; the adjacency index's relation rows are read only for the candidates' passages."""
+    retrieval; the statements by relation are read only for the candidates' passages."""
     _, milvus = pair(make_store, tmp_path)
-    reads = []
-    get = milvus.collections.get
+    reads, tests = [], []
+    get, where = milvus.collections.get, milvus.collections.where
 
     def logged(kind, ids, fields, **kwargs):
         reads.append((kind, list(ids), tuple(fields)))
         return get(kind, ids, fields, **kwargs)
 
+    def filtered(kind, by, fields):
+        by = list(by)
+        tests.extend(by)
+        return where(kind, by, fields)
+
     monkeypatch.setattr(milvus.collections, "get", logged)
+    monkeypatch.setattr(milvus.collections, "where", filtered)
     run = GraphRAGRetriever(store=milvus, llm=None, expansion_degree=2, similarity_top_k=3).trace(EULER_QUESTION)
     walked = [i for kind, ids, fields in reads if kind == "relations" and "subject_id" in fields for i in ids]
     assert len(walked) > 10 and len(walked) == len(set(walked))
     assert {c.id for c in run.candidates} <= set(walked)
-    relation_rows = [key for kind, ids, _ in reads if kind == "adjacency" for key in ids if key.startswith("r")]
-    assert sorted(relation_rows) == sorted(f"r{c.id}" for c in run.candidates)
+    by_relation = [test for test in tests if test.startswith("relation_id in")]
+    stated = {int(i) for test in by_relation for i in test.split("[", 1)[1].rstrip("]").split(",")}
+    assert stated == {c.id for c in run.candidates}
 
 
 def test_scoring_many_relations_reads_every_vector_and_gives_the_cached_numbers(make_store, tmp_path, monkeypatch):
@@ -134,7 +142,7 @@ def test_scoring_many_relations_reads_every_vector_and_gives_the_cached_numbers(
     ]
     store = make_store(uri=str(tmp_path / "many.db"))
     GraphRAGTransform(store=store, llm=None)(nodes)
-    cache, search = store.backend.cache, store.backend.search
+    cache, search = store.backend.ready(), store.backend.search
     positions = np.flatnonzero(cache.relations.mask())
     ids = list(cache.relations.ids_at(positions))
     assert len(ids) == 2500

@@ -59,7 +59,7 @@ def test_synonyms_chain_relations_across_spellings():
     rels = positions(cache, [1, 2])
     sims = np.array([0.8, 0.3])
     unlinked, _ = chain_scores(cache.snapshot(), rels, sims, hub_passages=10)
-    cache.add_synonyms([(e("Ann Lee"), e("A. Lee"))])
+    cache.add_links(np.array([e("Ann Lee")]), np.array([e("A. Lee")]), np.array([0.95]))
     linked, best = chain_scores(cache.snapshot(), rels, sims, hub_passages=10)
     assert unlinked.tolist() == pytest.approx([0.8, 0.3])
     assert linked.tolist() == pytest.approx([1.1, 1.1]) and best.tolist() == [1, 0]
@@ -95,4 +95,4 @@ def test_specificity_is_one_over_the_passages_an_entity_appears_in():
     cache = bridge_graph(hub_passages=3)
     graph = cache.snapshot()
     town, book = cache.entities.position[e("town")], cache.entities.position[e("book")]
-    assert specificity(graph, np.array([town, book])).tolist() == pytest.approx([1 / 5, 1.0])
+    assert specificity(graph.passage_counts[np.array([town, book])]).tolist() == pytest.approx([1 / 5, 1.0])

@@ -41,6 +41,8 @@ def test_the_default_retriever_returns_passages_with_the_chain_that_chose_them(m
 def test_synonym_links_are_stored_and_reloaded(make_store, tmp_path):
     from llama_index.core.schema import TextNode
 
+    from llama_index_graphrag_milvus.schema import entity_id
+
     uri = str(tmp_path / "syn.db")
     store = make_store(uri=uri, embed_model=HashEmbedding(dim=64))
     nodes = [
@@ -49,12 +51,12 @@ def test_synonym_links_are_stored_and_reloaded(make_store, tmp_path):
     ]
     GraphRAGTransform(store=store)(nodes[:1])
     GraphRAGTransform(store=store)(nodes[1:])  # the link to a stored entity is found by search
-    assert store.backend.cache.synonym_count() == 1  # same words, same hash vector: "Ann Lee" ~ "Lee Ann"
+    ann, lee = entity_id("Ann Lee"), entity_id("Lee Ann")
+    assert store.synonyms_of([ann, lee]) == {ann: {lee}, lee: {ann}}  # same words, same hash vector
     store.close()
     reopened = make_store(uri=uri, embed_model=HashEmbedding(dim=64))
-    assert reopened.backend.cache.synonym_count() == 1
-    graph = reopened.backend.cache.snapshot()
-    assert graph.entity_entity.nnz == 2  # symmetric
+    assert reopened.synonyms_of([ann, lee]) == {ann: {lee}, lee: {ann}}
+    assert reopened.backend.ready().snapshot().entity_entity.nnz == 2  # symmetric
 
 
 def test_no_synonym_links_when_disabled(make_store):
@@ -64,7 +66,7 @@ def test_no_synonym_links_when_disabled(make_store):
     GraphRAGTransform(store=store)(
         [TextNode(text="x", metadata={"triplets": [["Ann Lee", "wrote", "Dawn"], ["Lee Ann", "born in", "Orsk"]]})]
     )
-    assert store.backend.cache.synonym_count() == 0
+    assert store.collections.count("links") == 0 and store.backend.ready().snapshot().entity_entity.nnz == 0
 
 
 def write_musique_like(directory):

@@ -205,9 +205,12 @@ def test_delete_removes_the_document_and_what_only_it_supported(make_store):
     store = make_store()
     ingest(store)
     store.delete("bernoulli-daniel")
-    # Daniel's 5 relations go, and 5 of its 6 entities: "Johann Bernoulli" is still used elsewhere
-    assert store.count() == {"entities": 16, "relations": 17, "passages": 4}
-    assert store.backend.counts() == store.count()
+    # Daniel's 5 relations go, and 5 of its 6 entities: "Johann Bernoulli" is still used elsewhere; their
+    # rows stay, unread, until compact()
+    assert store.backend.counts() == {"entities": 16, "relations": 17, "passages": 4}
+    assert store.count() == {"entities": 21, "relations": 22, "passages": 4}
+    assert store.compact() == {"relations": 5, "entities": 5, "links": 1, "statements": 0}  # a link of a gone name
+    assert store.count() == store.backend.counts()
     assert "bernoulli-daniel" not in {
         n.node.ref_doc_id for n in GraphRAGRetriever(store=store, similarity_top_k=4).retrieve(EULER_QUESTION)
     }

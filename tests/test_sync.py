@@ -1,6 +1,6 @@
 """`store.sync()`: a store catches up with what other stores wrote to its collections (other processes, on
-a server). The other store is simulated on Milvus Lite, which lets one store open a path: a writer on the
-same collections with caches of its own, as another process has."""
+a server), told by the log. The other store is simulated on Milvus Lite, which lets one store open a
+path: a writer on the same collections with caches of its own, as another process has."""
 
 import threading
 
@@ -12,7 +12,7 @@ from llama_index_graphrag_milvus.backends.choice import open_backend
 from llama_index_graphrag_milvus.ingest.rows import checked
 from llama_index_graphrag_milvus.ingest.writes import Writer
 
-from test_snapshot import content
+from facts import content
 from test_store import ingest
 
 BOB = TextNode(id_="bob", text="Bob visited Orsk.", metadata={"triplets": [["Bob", "visited", "Orsk"]]})
@@ -22,7 +22,6 @@ QUESTION = "Did Bob visit Orsk?"
 def other_store(store):
     """A writer on `store`'s collections that `store` does not know of."""
     graph, search = open_backend(store.collections, store.adjacency, None, False, False)
-    graph.open()
     return Writer(store.collections, graph, search, store.embed_model, len(store.embed_model.get_text_embedding("x")),
                   store.batch_size, store.synonym_threshold)
 
@@ -60,19 +59,20 @@ def test_a_store_that_caches_nothing_has_nothing_to_sync(make_store):
 
 
 def test_a_sync_during_another_stores_write_is_followed_by_one_after_it(make_store, monkeypatch):
-    """The writer advances the generation when it starts and again when it is whole, so a store that
-    synced in between (and read part of the write) syncs again."""
+    """The writer logs a row when it begins and one when it ends, so a store that synced in between (and
+    read part of the write) syncs again."""
     store = make_store()
     ingest(store)
+    assert "bob" not in ids(store)
     other = other_store(store)
-    write = other.index.write
-    during = []
+    upsert, during = store.collections.upsert, []
 
-    def write_then_sync(*args, **kwargs):
-        write(*args, **kwargs)
-        during.append(store.sync())  # the relations are in, the passage not yet
+    def sync_before_the_passages(kind, rows):
+        if kind == "passages" and not during:
+            during.append(store.sync())  # the relations are in, the passage not yet
+        upsert(kind, rows)
 
-    monkeypatch.setattr(other.index, "write", write_then_sync)
+    monkeypatch.setattr(store.collections, "upsert", sync_before_the_passages)
     add(other, [BOB])
     assert during == [True]
     assert "bob" not in ids(store)
@@ -90,43 +90,51 @@ def test_a_sync_keeps_writing_through_the_new_caches(make_store, adjacency):
     store.delete("bob")
     store.add([TextNode(id_="ann", text="Ann visited Orsk.", metadata={"triplets": [["Ann", "visited", "Orsk"]]})])
     assert store.match_entities("Did Ann or Bob visit Orsk?") == ["ann", "orsk"]
+    store.compact()
     assert store.backend.counts() == store.count()
     assert not store.sync()
 
 
-def test_a_write_catches_up_first_so_it_sees_what_another_store_wrote(make_store):
+def test_writes_and_deletes_need_no_caches_and_land_beside_another_stores(make_store):
     store = make_store()
     ingest(store)
     before = store.count()
     add(other_store(store), [BOB])
     store.delete("bob")  # a document only the other store wrote: found, and deleted
-    assert store.count() == before
+    assert store.count()["passages"] == before["passages"]
     add(other_store(store), [BOB])
     store.add([TextNode(id_="ann", text="Ann visited Orsk.", metadata={"triplets": [["Ann", "visited", "Orsk"]]})])
+    assert store.sync()  # the other's write, after this store built its caches
     assert store.match_entities("Did Ann or Bob visit Orsk?") == ["ann", "bob", "orsk"]
+    store.compact()
     assert store.backend.counts() == store.count()
     assert not store.sync()
 
 
 def test_a_refused_write_that_a_store_synced_in_the_middle_of_is_caught_up_after(make_store, monkeypatch):
+    """A write refused midway still logs its end, so a store that read part of it catches up with the
+    rest: what it wrote before the refusal stands."""
     store = make_store()
     ingest(store)
     other = other_store(store)
-    write, calls = other.index.write, []
+    upsert, calls = store.collections.upsert, []
 
-    def sync_then_refuse(*args, **kwargs):
-        write(*args, **kwargs)
-        calls.append(store.sync())
-        if len(calls) == 1:  # the write's own index step; the roll back's passes
+    def sync_then_refuse(kind, rows):
+        if kind == "statements":
+            calls.append(store.sync())
+        upsert(kind, rows)
+        if kind == "statements":
             raise RuntimeError("refused")
 
-    monkeypatch.setattr(other.index, "write", sync_then_refuse)
+    monkeypatch.setattr(store.collections, "upsert", sync_then_refuse)
     with pytest.raises(GraphStoreError, match="refused"):
         add(other, [BOB])
-    assert calls[0] is True
-    assert store.sync()  # the store read rows the roll back deleted
-    assert store.backend.counts() == store.count()
-    assert store.match_entities(QUESTION) == []
+    monkeypatch.undo()
+    assert calls == [True]
+    assert store.sync()  # the statements came after its sync
+    assert store.match_entities(QUESTION) == []  # the passage was not written: nothing names Bob
+    add(other, [BOB])
+    assert store.sync() and store.match_entities(QUESTION) == ["bob", "orsk"]
 
 
 def test_retrievals_in_threads_run_across_syncs(make_store):
@@ -158,12 +166,13 @@ def test_retrievals_in_threads_run_across_syncs(make_store):
     assert store.match_entities("Did Visitor 5 visit Orsk?") == ["visitor 5", "orsk"]
 
 
-@pytest.mark.parametrize("when", ["_plan", "_write_index"])
+@pytest.mark.parametrize("when", ["_plan", "_write"])
 def test_another_stores_write_while_this_one_plans_or_writes_is_caught_up_after(make_store, monkeypatch, when):
-    """Writes from two processes at once race on the index rows, but the caches do not stay behind: a
-    write that another store's write overlapped leaves them marked behind, and the next sync catches up."""
+    """A write that another store's write overlapped reads the log after its own end: the caches are then
+    marked behind, and the next sync catches up (the other's log row is not deleted)."""
     store = make_store()
     ingest(store)
+    store.backend.ready()
     other, writer = other_store(store), store._writer
     step, others = getattr(writer, when), []
 

@@ -6,11 +6,10 @@ on a synthetic corpus of a given number of relations.
     python -m benchmarks.scale --report                       # the table of benchmarks/results/scale.json
 
 For each size a seeded corpus is drawn (`corpus.py`: power-law entity degrees, 3–10 triplets a passage),
-embedded with a 32-dim hash embedding so that the embedder is not what is measured, and written three
+embedded with a 32-dim hash embedding so that the embedder is not what is measured, and written two
 ways into fresh collections (`writes.py`): through `GraphRAGTransform` (the ingest, 1,000 TextNodes a
-call), as a raw `MilvusClient.insert` of the same rows built by the package's row code, embedding
-included (the floor Milvus sets), and through `store.bulk_load` when the store has one. Reported:
-relations/s of each and the ratios ingest / raw and bulk_load / raw.
+call), and as a raw `MilvusClient.insert` of the same rows built by the package's row code, embedding
+included (the floor Milvus sets). Reported: relations/s of each and the ratio ingest / raw.
 
 The ingested store is then read (`reads.py`), each adjacency mode (memory, milvus) in a fresh process:
 open time, the client's resident memory above an empty store, retrieval latency (100 questions naming

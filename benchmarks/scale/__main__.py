@@ -21,8 +21,7 @@ import benchmarks.scale as package  # noqa: E402
 from benchmarks import server as milvus_server  # noqa: E402
 from benchmarks.scale.corpus import corpus_stats, make_corpus  # noqa: E402
 from benchmarks.scale.reads import heap, open_sources, reads  # noqa: E402
-from benchmarks.scale.writes import DIM, Target, bulk_load, ingest, log, raw_insert  # noqa: E402
-from llama_index_graphrag_milvus import MilvusGraphStore  # noqa: E402
+from benchmarks.scale.writes import DIM, Target, ingest, log, raw_insert  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +64,7 @@ def _in_child(target: Target, size: int, mode: str, prefix: str, args: argparse.
 
 
 def run_size(size: int, target: Target, args: argparse.Namespace) -> Dict[str, Any]:
-    """Ingest, raw insert and bulk load of one size side by side, then the reads of the ingested store."""
+    """Ingest and raw insert of one size side by side, then the reads of the ingested store."""
     corpus = make_corpus(size, args.seed)
     prefix = f"s{fmt_size(size)}"
     entry: Dict[str, Any] = {
@@ -75,16 +74,13 @@ def run_size(size: int, target: Target, args: argparse.Namespace) -> Dict[str, A
     }
     log(f"{size}: corpus {entry['corpus']}")
     entry["ingest"] = ingest(target, prefix, corpus, args.node_batch, args.batch_size)
-    entry["raw_insert"] = raw_insert(target, f"raw_{prefix}", corpus, args.batch_size)
+    links = entry["ingest"].pop("link_rows")
+    entry["raw_insert"] = raw_insert(target, f"raw_{prefix}", corpus, args.batch_size, links)
     entry["ingest_over_raw"] = round(entry["ingest"]["seconds"] / entry["raw_insert"]["seconds"], 2)
     log(
         f"{size}: ingest {entry['ingest']['relations_per_s']} rel/s, raw insert {entry['raw_insert']['relations_per_s']}"
         f" rel/s: {entry['ingest_over_raw']}x"
     )
-    if hasattr(MilvusGraphStore, "bulk_load"):
-        entry["bulk_load"] = bulk_load(target, f"bulk_{prefix}", corpus, args.batch_size)
-        entry["bulk_over_raw"] = round(entry["bulk_load"]["seconds"] / entry["raw_insert"]["seconds"], 2)
-        log(f"{size}: bulk_load {entry['bulk_load']['relations_per_s']} rel/s: {entry['bulk_over_raw']}x raw")
     if target.lite:
         entry["open"] = open_sources(target, prefix, size)
         entry["memory"] = heap(target, prefix, size)
@@ -150,7 +146,6 @@ COLUMNS = [
     ("ingest (rel/s)", [("{:,.0f}", "ingest.relations_per_s")]),
     ("raw insert (rel/s)", [("{:,.0f}", "raw_insert.relations_per_s")]),
     ("ingest / raw", [("{:.2f}×", "ingest_over_raw")]),
-    ("bulk_load / raw", [("{:.2f}×", "bulk_over_raw")]),
     (
         "retrieval p50 memory / milvus (ms)",
         [
@@ -195,7 +190,7 @@ def at_scale(entry: Dict[str, Any], relations: float = 1e9) -> str:
         f"At {relations:.0e} relations, from the {entry['size']:,}-relation entry ({entry.get('where', 'Milvus Lite')}) scaled "
         f"linearly: {corpus['entities'] * k:.2g} entities, {corpus['passages'] * k:.2g} passages"
     ]
-    for name in ("ingest", "raw_insert", "bulk_load"):
+    for name in ("ingest", "raw_insert"):
         rate = _get(entry, f"{name}.relations_per_s")
         if rate:
             lines.append(f"- {name} at {rate:,.0f} relations/s: {relations / rate / 86400:,.1f} days")

@@ -1,13 +1,13 @@
-"""Writing the corpus three ways, each into fresh collections: through `GraphRAGTransform` (the ingest),
-as a raw insert of the same rows (the floor Milvus sets), and through `store.bulk_load` where the store
-has one. Every time leaves out building the TextNodes and opening the store; on Milvus Lite it ends with a
-flush of the collections written (which seals the rows, as a search needs; its share is reported apart).
+"""Writing the corpus two ways, each into fresh collections: through `GraphRAGTransform` (the ingest), and
+as a raw insert of the same rows (the floor Milvus sets). Every time leaves out building the TextNodes
+and opening the store; on Milvus Lite it ends with a flush of the collections written (which seals the
+rows, as a search needs; its share is reported apart).
 
 The raw insert builds the rows the transform writes with the package's own row code (`ingest/rows.py`:
-triplets kept out of the embedded text, checked rows, embeddings with the same embedder; the adjacency
-index rows as `AdjacencyIndex.write` lays them out) and inserts them with `MilvusClient.insert`, 1,000
-rows a call, into collections the store created (the same schema). It has no synonym search: its entity
-rows link no synonyms, and nothing is read back.
+triplets kept out of the embedded text, checked rows, statements, embeddings with the same embedder),
+takes the link rows the ingest found (it does no search of its own), and inserts them all with
+`MilvusClient.insert`, 1,000 rows a call, into collections the store created (the same schema). Nothing
+is read back.
 """
 
 from __future__ import annotations
@@ -16,18 +16,15 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Dict, List
 
-import numpy as np
 from llama_index.core.schema import MetadataMode, TextNode
 
 from llama_index_graphrag_milvus import GraphRAGTransform, MilvusGraphStore
 from llama_index_graphrag_milvus.embeddings import HashEmbedding
 from llama_index_graphrag_milvus.ingest.extract import ExcludeTriplets
-from llama_index_graphrag_milvus.ingest.rows import checked, embed, passage_row
-from llama_index_graphrag_milvus.milvus.adjacency import AdjacencyIndex, from_columns
-from llama_index_graphrag_milvus.milvus.collections import ADJACENCY, ENTITIES, PASSAGES, RELATIONS
+from llama_index_graphrag_milvus.ingest.rows import checked, embed, passage_row, statement_rows
+from llama_index_graphrag_milvus.milvus.collections import ENTITIES, LINKS, PASSAGES, RELATIONS, STATEMENTS
 from llama_index_graphrag_milvus.schema import chunked, passage_id
 
 from benchmarks.scale.corpus import Corpus
@@ -87,7 +84,7 @@ def _rate(seconds: float, corpus: Corpus, **more: Any) -> Dict[str, Any]:
 
 def ingest(target: Target, prefix: str, corpus: Corpus, node_batch: int, batch_size: int) -> Dict[str, Any]:
     """The corpus through `GraphRAGTransform` into an empty store, `node_batch` TextNodes a call; the
-    store is left at `prefix` for the reads."""
+    store is left at `prefix` for the reads. With the rows written, the link rows found (for the raw insert)."""
     nodes = _nodes(corpus)
     batches = list(chunked(nodes, node_batch))
     store = target.store(prefix, overwrite=True, batch_size=batch_size)
@@ -102,22 +99,25 @@ def ingest(target: Target, prefix: str, corpus: Corpus, node_batch: int, batch_s
         store.flush()
         seconds = time.perf_counter() - start
         counts = store.count()
+        links = [row for page in store.collections.pages(LINKS, ["*"]) for row in page]
     finally:
         closing = time.perf_counter()
         store.close()
-    return _rate(
+    result = _rate(
         seconds,
         corpus,
         node_batch=node_batch,
         store_batch_size=batch_size,
         flush_s=round(start + seconds - flushing, 2),
-        counts=counts,
+        counts={**counts, LINKS: len(links)},
         close_s=round(time.perf_counter() - closing, 2),
     )
+    return {**result, "link_rows": links}
 
 
-def raw_rows(nodes: List[TextNode], batch_size: int) -> Dict[str, List[Dict[str, Any]]]:
-    """The rows the transform writes for `nodes` (into an empty store), by collection, embedded."""
+def raw_rows(nodes: List[TextNode], batch_size: int, links: List[Dict[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+    """The rows the transform writes for `nodes` (into an empty store), by collection, embedded; the
+    links as given."""
     model = HashEmbedding(DIM)
     nodes, triplets = checked(ExcludeTriplets()(nodes), None)  # as the transform: triplets not embedded
     pids = [passage_id(n.ref_doc_id or n.node_id, n.get_content(MetadataMode.NONE)) for n in nodes]
@@ -131,43 +131,27 @@ def raw_rows(nodes: List[TextNode], batch_size: int) -> Dict[str, List[Dict[str,
     for row, vector in zip(passages, embed(model, texts, DIM, batch_size, "passages")):
         row["embedding"] = vector.tolist()
     entities = [
-        {"id": e, "name": name, "embedding": v.tolist(), "synonym_ids": []}
-        for (e, name), v in zip(
-            names.items(), embed(model, list(names.values()), DIM, batch_size, "entities")
-        )
+        {"id": e, "name": name, "embedding": v.tolist()}
+        for (e, name), v in zip(names.items(), embed(model, list(names.values()), DIM, batch_size, "entities"))
     ]
     vectors = embed(model, [t.text for t in relations.values()], DIM, batch_size, "relations")
     relation_rows = [
-        {
-            "id": t.id,
-            "subject_id": t.subject_id,
-            "object_id": t.object_id,
-            "entity_ids": [t.subject_id, t.object_id],
-            "subject": t.subject,
-            "predicate": t.predicate,
-            "object": t.object,
-            "embedding": v.tolist(),
-        }
+        {"id": t.id, "subject_id": t.subject_id, "object_id": t.object_id, "subject": t.subject,
+         "predicate": t.predicate, "object": t.object, "embedding": v.tolist()}
         for t, v in zip(relations.values(), vectors)
     ]
-    captured: List[Dict[str, Any]] = []  # what AdjacencyIndex.write would upsert, in place of the collections
-    sink = SimpleNamespace(upsert=lambda kind, rows: captured.extend(rows), delete=lambda kind, ids: None)
-    ends = np.array([(t.subject_id, t.object_id) for t in relations.values()], dtype=np.int64).reshape(-1, 2)
-    stated = np.array([t.id for ts in triplets for t in ts], dtype=np.int64)
-    offsets = np.cumsum([0] + [len(ts) for ts in triplets])
-    index = from_columns(np.fromiter(relations, np.int64, len(relations)), ends, pids, offsets, stated, [])
-    AdjacencyIndex(sink).write(*index)
-    return {ENTITIES: entities, RELATIONS: relation_rows, ADJACENCY: captured, PASSAGES: passages}
+    statements = [row for pid, ts in zip(pids, triplets) for row in statement_rows(pid, ts)]
+    return {ENTITIES: entities, RELATIONS: relation_rows, STATEMENTS: statements, LINKS: links, PASSAGES: passages}
 
 
-def raw_insert(target: Target, prefix: str, corpus: Corpus, batch_size: int) -> Dict[str, Any]:
+def raw_insert(target: Target, prefix: str, corpus: Corpus, batch_size: int, links: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Build the rows (embedding included) and insert them, 1,000 a call; the collections are removed after."""
     nodes = _nodes(corpus)
     store = target.store(prefix, overwrite=True)
     try:
         client, names = store.collections.client, store.collections.names
         start = time.perf_counter()
-        rows = raw_rows(nodes, batch_size)
+        rows = raw_rows(nodes, batch_size, links)
         built = time.perf_counter()
         for kind, kind_rows in rows.items():
             for batch in chunked(kind_rows, INSERT_BATCH):
@@ -188,20 +172,3 @@ def raw_insert(target: Target, prefix: str, corpus: Corpus, batch_size: int) -> 
         rows={kind: len(r) for kind, r in rows.items()},
         insert_batch=INSERT_BATCH,
     )
-
-
-def bulk_load(target: Target, prefix: str, corpus: Corpus, batch_size: int) -> Dict[str, Any]:
-    """`store.bulk_load(nodes)` into an empty store; the collections are removed after."""
-    nodes = _nodes(corpus)
-    store = target.store(prefix, overwrite=True, batch_size=batch_size)
-    try:
-        start = time.perf_counter()
-        store.bulk_load(nodes)
-        flushing = time.perf_counter()
-        store.flush()
-        seconds = time.perf_counter() - start
-        counts = store.count()
-    finally:
-        store.close()
-        target.discard(prefix)
-    return _rate(seconds, corpus, flush_s=round(start + seconds - flushing, 2), counts=counts)

@@ -50,6 +50,8 @@ def open_backend(
     graph = MemoryGraph(collections, search, cache, path, meta)
     if isinstance(search, MilvusSearch):
         search.live = graph.live
+    else:
+        search.ready = graph.ready
     return graph, search
 
 

@@ -65,7 +65,7 @@ class MemoryGraph:
         log = self.collections.log_ids()  # read before the rows: a write meanwhile makes them behind, never current
         loaded = snapshot_file.load(self.snapshot, self.meta) if self.snapshot is not None else None
         if loaded is not None and loaded[1] == {"log": sorted(log)}:
-            self._fill(loaded[0])
+            self._fill(loaded[0], unit=True)
             self.snapshot_used = True
         else:
             if loaded is not None:
@@ -73,7 +73,7 @@ class MemoryGraph:
             self._fill(snapshot_file.read_columns(self.collections, with_vectors=self._vectors is not None))
         self._log, self._built = log, True
 
-    def _fill(self, columns: snapshot_file.Columns) -> None:
+    def _fill(self, columns: snapshot_file.Columns, unit: bool = False) -> None:
         cache = self.cache
         cache.add_relations(np.column_stack([columns.relation_ids, columns.relation_ends]))
         cache.add_passage_columns(columns.passage_ids, columns.passage_offsets, columns.passage_relations)
@@ -85,7 +85,7 @@ class MemoryGraph:
                                               (ENTITIES, cache.entities, columns.entity_ids, columns.entity_vectors)):
                 positions = registry.lookup(registry.keys(ids))
                 used = positions >= 0  # an entity no stored relation names (an interrupted write) is not searched
-                self._vectors.fill(kind, positions[used], rows[used])
+                self._vectors.fill(kind, positions[used], rows[used], unit)
         cache.compact()
 
     def columns(self) -> snapshot_file.Columns:
@@ -117,6 +117,8 @@ class MemoryGraph:
     def reset(self) -> None:
         self.cache.reset()
         self.search.reset()
+        if self.snapshot is not None:
+            snapshot_file.discard(self.snapshot)
 
     def stored(self, kind: str, ids: np.ndarray) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)
@@ -133,10 +135,11 @@ class MemoryGraph:
 
     def apply(self, written: Written, log: Sequence[str] = ()) -> Optional[FrozenSet[str]]:
         """Add a write of this store to the caches, if they are built (else the build reads it). With the
-        write's `log` ids: whether another store wrote too is read from the log (not on Milvus Lite, where
-        no other store writes), and then the caches are behind; the log ids read, if any."""
+        write's `log` ids: whether another store wrote too is read from the log, and then the caches are
+        behind; the log ids read, if any."""
         if not self._built:
             return None
+        self.snapshot_used = False  # the caches hold more than the file now
         cache, search = self.cache, self.search
         cache.remove(passages=written.deleted)
         cache.add_relations((r["id"], r["subject_id"], r["object_id"]) for r in written.relations)
@@ -147,8 +150,7 @@ class MemoryGraph:
         cache.add_links(np.array([r["a"] for r in links]), np.array([r["b"] for r in links]), np.array([r["score"] for r in links]))
         cache.add_passages((r["id"], r["relation_ids"]) for r in written.passages)
         search.put(PASSAGES, [r["id"] for r in written.passages], [r["embedding"] for r in written.passages])
-        if not log or self.collections.is_lite:
-            self._log |= frozenset(log)
+        if not log:
             return None
         seen = self.collections.log_ids()
         self._stale = self._stale or not seen <= self._log | set(log)

@@ -87,13 +87,12 @@ class Writer:
 
     def delete_passages(self, pids: Sequence[str]) -> None:
         """Delete passages by id, with their statements (what only they stated is left, not live)."""
-        pids = list(self.graph.passage_relations(list(dict.fromkeys(pids))))
+        pids = list(dict.fromkeys(pids))
         if pids:
             self._logged(lambda: self._delete(pids), Written(deleted=pids), 0)
 
     def _delete(self, pids: List[str]) -> None:
-        for batch in chunked(pids, 1000):
-            self.collections.client.delete(self.collections.names[STATEMENTS], filter=id_filter(batch, "passage_id"))
+        self.collections.delete(STATEMENTS, pids, field="passage_id")  # first: a delete run again finds the passages
         self.collections.delete(PASSAGES, pids)
 
     def clear(self) -> None:
@@ -169,11 +168,11 @@ class Writer:
             for kind, rows in ((LINKS, written.links), (ENTITIES, written.entities), (RELATIONS, written.relations)):
                 self._upsert(kind, rows)
             others = self._others_links(plan)  # another writer's new names, near ours: after our entities
-            self.collections.delete(STATEMENTS, plan.unstated)
             self._upsert(STATEMENTS, plan.statements)
             for batch in chunked(passages, self.batch_size):
                 self.collections.upsert(PASSAGES, batch)
                 done[0] += len(batch)
+            self.collections.delete(STATEMENTS, plan.unstated)  # once no passage row states them
             written.links += others.result() if others is not None else []
 
         self._logged(write, written, len(passages), done)
@@ -211,6 +210,10 @@ class Writer:
             end = self.collections.end(token)
         except Exception as exc:
             self.failed()
+            try:  # a store that read the rows meanwhile learns that they changed again
+                self.collections.end(token)
+            except Exception:  # pragma: no cover - Milvus unreachable: the next write's end tells
+                pass
             count = f"{done[0]} of its {passages} passages were written" if done is not None else "some rows were written"
             raise GraphStoreError(
                 f"Milvus refused the write ({exc}) midway: {count}, and every row written stands on its own (no "

@@ -216,6 +216,8 @@ class Collections:
             if name not in existing:
                 _made_by_another(self.client, name, partial(
                     _create, self.client, name, kind, self.dim, self._index_config, self.consistency_level, not self.is_lite))
+        if self.names[LOG] not in existing:  # a new store's log is never empty: each has a state of its own
+            self.end(uuid.uuid4().hex)
 
     def _check_dimensions(self) -> None:
         for name in (self.names[kind] for kind in KINDS):
@@ -335,9 +337,10 @@ class Collections:
             if self.is_lite:
                 self._unflushed.add(kind)
 
-    def delete(self, kind: str, ids: Sequence[Any]) -> None:
+    def delete(self, kind: str, ids: Sequence[Any], field: str = "id") -> None:
+        """Delete the rows of `kind` whose `field` (the primary key by default) is one of `ids`."""
         for batch in chunked(list(dict.fromkeys(ids)), ID_BATCH):
-            self.client.delete(self.names[kind], filter=id_filter(batch))
+            self.client.delete(self.names[kind], filter=id_filter(batch, field))
         if ids and self.is_lite:
             self._unflushed.add(kind)
 

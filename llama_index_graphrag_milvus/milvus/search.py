@@ -162,6 +162,7 @@ class CachedSearch:
 
     def __init__(self, cache: GraphCache, dim: int) -> None:
         self.cache, self.dim = cache, dim
+        self.ready: Callable[[], Any] = lambda: None  # builds the caches when first used (set by the backend)
         self.reset()
 
     def reset(self) -> None:
@@ -177,6 +178,7 @@ class CachedSearch:
     def entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
         if not len(vectors):
             return []
+        self.ready()
         registry = self.cache.entities
         found = self.vectors[ENTITIES].top_k_many(vectors, top_k + TIE_MARGIN, self._live(ENTITIES))
         hits = [_settled(registry.ids_at(pos), sc, top_k) for pos, sc in found]
@@ -186,6 +188,7 @@ class CachedSearch:
         ]
 
     def relations(self, vector: Sequence[float], top_k: int) -> List[Tuple[int, float]]:
+        self.ready()
         positions, scores = self.vectors[RELATIONS].top_k(vector, top_k + TIE_MARGIN, self._live(RELATIONS))
         return _settled(self.cache.relations.ids_at(positions), scores, top_k)
 
@@ -193,6 +196,7 @@ class CachedSearch:
         if only is not None:  # in-process searches, their hits checked (see `PassageCheck`), or Milvus'
             found = checked_top(lambda n: self.passages(vector, n), only, top_k) if only.filter.reads_metadata else None
             return found if found is not None else MilvusSearch(only.collections).passages(vector, top_k, only)
+        self.ready()
         positions, scores = self.vectors[PASSAGES].top_k(vector, top_k + TIE_MARGIN, self.cache.passages.mask())
         return _settled(self.cache.passage_ids(positions), scores, top_k)
 
@@ -211,17 +215,20 @@ class CachedSearch:
     def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
         if not len(passage_ids):
             return {}
+        self.ready()
         found = self.cache.passages.lookup(list(passage_ids))
         known = [p for p, position in zip(passage_ids, found.tolist()) if position >= 0]
         scores = self.vectors[PASSAGES].similarity(vector, found[found >= 0])
         return dict(zip(known, scores.tolist()))
 
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
+        self.ready()
         ids = self.cache.entities.ids  # every stored entity, live or not: a link is a fact of both names
         hits = self.vectors[ENTITIES].within(vectors, threshold, top_k, self.cache.entities.mask())
         return [{ids[p]: s for p, s in zip(pos.tolist(), sc.tolist())} for pos, sc in hits]
 
     def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
+        self.ready()
         ids = np.asarray(list(ids), dtype=np.int64)
         positions = self.cache.entities.lookup(ids)
         found = positions >= 0
@@ -236,9 +243,9 @@ class CachedSearch:
         rows = np.asarray(vectors, dtype=np.float32).reshape(len(positions), -1)
         self.vectors[kind].put(positions[known], rows[known])
 
-    def fill(self, kind: str, positions: np.ndarray, rows: np.ndarray) -> None:
-        """Load rows at known positions (building the caches)."""
-        self.vectors[kind].put(positions, rows)
+    def fill(self, kind: str, positions: np.ndarray, rows: np.ndarray, unit: bool = False) -> None:
+        """Load rows at known positions (building the caches; `unit`: from a snapshot, as `rows` gave them)."""
+        self.vectors[kind].put(positions, rows, unit)
 
     def rows(self, kind: str, positions: np.ndarray) -> np.ndarray:
         """The cached unit vectors at `positions` (saving a snapshot)."""

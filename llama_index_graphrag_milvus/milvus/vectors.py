@@ -55,11 +55,13 @@ class VectorCache:
         self._size = 0
         self._indexes: Dict[bool, _Index] = {}  # built on first use: the inverted lists, the half copy
 
-    def put(self, positions: Sequence[int], vectors: Sequence[Sequence[float]]) -> None:
+    def put(self, positions: Sequence[int], vectors: Sequence[Sequence[float]], unit: bool = False) -> None:
+        """Rows at positions, made unit length (`unit`: they are already, as `rows` gave them)."""
         positions = np.asarray(positions, dtype=np.int64)
         if positions.size == 0:
             return
-        rows = unit_rows(np.asarray(vectors, dtype=np.float32).reshape(len(positions), -1))
+        rows = np.asarray(vectors, dtype=np.float32).reshape(len(positions), -1)
+        rows = rows if unit else unit_rows(rows)
         with self._lock:
             needed = int(positions.max()) + 1
             if needed > len(self._vectors):

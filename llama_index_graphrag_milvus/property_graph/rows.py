@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
+import numpy as np
 from pymilvus import DataType
 
 from llama_index_graphrag_milvus.errors import GraphStoreError
@@ -320,24 +321,30 @@ class Rows:
         found = self.store.relations_of(list(dict.fromkeys(int(e) for e in entity_ids)))
         return self.relations(sorted({r for rels in found.values() for r in rels}))
 
+    def _live(self, kind: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The rows of live entities or relations (a stored passage states them; the others wait for
+        `compact()`)."""
+        live = self.store.backend.live(kind, np.array([row["id"] for row in rows], dtype=np.int64)) if rows else []
+        return [row for row, ok in zip(rows, live) if ok]
+
     def relations_named(self, predicates: Sequence[str]) -> List[Dict[str, Any]]:
-        """The relation rows with one of these predicates, as written or in the usual cases (Milvus
+        """The live relation rows with one of these predicates, as written or in the usual cases (Milvus
         compares strings exactly; callers compare normalized)."""
-        return self._query(self.store.relations_collection, id_filter(spellings(predicates), "predicate"),
-                           _RELATION_FIELDS, QUERY_LIMIT)
+        return self._live("relations", self._query(
+            self.store.relations_collection, id_filter(spellings(predicates), "predicate"), _RELATION_FIELDS, QUERY_LIMIT))
 
     def relations(self, relation_ids: Sequence[int]) -> List[Dict[str, Any]]:
-        return self.store.collections.get("relations", [int(r) for r in relation_ids], _RELATION_FIELDS)
+        return self._live("relations", self.store.collections.get("relations", [int(r) for r in relation_ids], _RELATION_FIELDS))
 
     def entity_names(self, entity_ids: Sequence[int]) -> Dict[int, str]:
-        """The stored names of the entities that have an entity row."""
+        """The stored names of the live entities."""
         rows = self.store.collections.get("entities", list(dict.fromkeys(int(e) for e in entity_ids)), ["id", "name"])
-        return {row["id"]: row["name"] for row in rows}
+        return {row["id"]: row["name"] for row in self._live("entities", rows)}
 
     def all_entities(self) -> Dict[int, str]:
         rows = self._query(self.store.entities_collection, "id >= 0 or id < 0", ["id", "name"], QUERY_LIMIT)
-        return {row["id"]: row["name"] for row in rows}
+        return {row["id"]: row["name"] for row in self._live("entities", rows)}
 
     def predicates(self) -> List[str]:
-        rows = self._query(self.store.relations_collection, "id >= 0 or id < 0", ["predicate"], QUERY_LIMIT)
-        return sorted({row["predicate"] for row in rows})
+        rows = self._query(self.store.relations_collection, "id >= 0 or id < 0", ["id", "predicate"], QUERY_LIMIT)
+        return sorted({row["predicate"] for row in self._live("relations", rows)})
