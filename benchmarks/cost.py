@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import re
 import statistics
 import tempfile
@@ -38,25 +37,11 @@ from benchmarks.devsets import RESULTS, cached_embed_model, data_dirs, dev_store
 from llama_index_graphrag_milvus import GraphRAGRetriever
 from llama_index_graphrag_milvus.bench.evaluation import evaluate, load_dataset, paired_difference
 from llama_index_graphrag_milvus.bench.scripted import read_rerank_prompt, scripted_methods
+from llama_index_graphrag_milvus.bench.tokens import Call, encoding, request_tokens
 from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT, TRIPLET_EXTRACT_PROMPT
 
 MAX_TRIPLETS = 20  # the extraction's default cap on triplets per passage
-Call = List[Tuple[str, str]]  # the (role, content) messages of one LLM call
-
-
-def encoding() -> Any:
-    """tiktoken's cl100k_base, from the copy llama-index-core bundles (no download)."""
-    import llama_index.core
-    import tiktoken
-
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(llama_index.core.__file__).parent / "_static" / "tiktoken_cache"))
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def request_tokens(enc: Any, call: Call) -> int:
-    """The input tokens of a chat request (OpenAI's cookbook: 3 a message, its role and content; 3 priming the reply)."""
-    return sum(3 + len(enc.encode(role)) + len(enc.encode(content)) for role, content in call) + 3
 
 
 class RecordingLLM(CustomLLM):
@@ -96,7 +81,7 @@ def ingest_cost(data: Path, enc: Any) -> Dict[str, Any]:
         llm.predict(TRIPLET_EXTRACT_PROMPT, text=chunk, max_triplets=MAX_TRIPLETS)
     n = len(texts)
     report: Dict[str, Any] = {"passages": n, "chunks": len(chunks), "calls": len(llm.calls),
-                              "input_tokens": sum(request_tokens(enc, c) for c, _ in llm.calls)}
+                              "input_tokens": sum(request_tokens(c) for c, _ in llm.calls)}
     triples = data / "triples.jsonl"
     if triples.exists():  # real LLM output (GPT-3.5's triples), as the JSON the prompt asks for
         rows = [json.loads(line) for line in triples.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -134,7 +119,7 @@ def query_cost(dataset: Any, store: Any, enc: Any) -> Dict[str, Any]:
         engine.query(q["question"])
         row: Dict[str, List[int]] = {}
         for call, reply in llm.calls[start:]:
-            row.setdefault(kind(call), []).append(request_tokens(enc, call))
+            row.setdefault(kind(call), []).append(request_tokens(call))
             row.setdefault(kind(call) + "_out", []).append(len(enc.encode(reply)))
         per_question.append(row)
     n = len(per_question)
