@@ -4,6 +4,8 @@ each gives, on the dev sets.
 
     GRAPHRAG_DATA=$DATA python -m benchmarks.cost      # -> benchmarks/results/cost.json
 
+`--db-dir DIR` keeps the stores there, and reuses those it finds (as `benchmarks.llm_trust` does).
+
 Tokens are tiktoken's `cl100k_base`, counted from the prompts the package sends, as a chat model receives
 them (one user message; the answer's system + user messages), with OpenAI's cookbook count for a chat
 request (3 tokens a message, its role and content, 3 priming the reply). Ingest: the extraction prompt
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import re
 import statistics
 import tempfile
@@ -38,25 +39,11 @@ from benchmarks.devsets import RESULTS, cached_embed_model, data_dirs, dev_store
 from llama_index_graphrag_milvus import GraphRAGRetriever
 from llama_index_graphrag_milvus.bench.evaluation import evaluate, load_dataset, paired_difference
 from llama_index_graphrag_milvus.bench.scripted import read_rerank_prompt, scripted_methods
+from llama_index_graphrag_milvus.bench.tokens import Call, encoding, request_tokens
 from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT, TRIPLET_EXTRACT_PROMPT
 
 MAX_TRIPLETS = 20  # the extraction's default cap on triplets per passage
-Call = List[Tuple[str, str]]  # the (role, content) messages of one LLM call
-
-
-def encoding() -> Any:
-    """tiktoken's cl100k_base, from the copy llama-index-core bundles (no download)."""
-    import llama_index.core
-    import tiktoken
-
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(llama_index.core.__file__).parent / "_static" / "tiktoken_cache"))
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def request_tokens(enc: Any, call: Call) -> int:
-    """The input tokens of a chat request (OpenAI's cookbook: 3 a message, its role and content; 3 priming the reply)."""
-    return sum(3 + len(enc.encode(role)) + len(enc.encode(content)) for role, content in call) + 3
 
 
 class RecordingLLM(CustomLLM):
@@ -96,7 +83,7 @@ def ingest_cost(data: Path, enc: Any) -> Dict[str, Any]:
         llm.predict(TRIPLET_EXTRACT_PROMPT, text=chunk, max_triplets=MAX_TRIPLETS)
     n = len(texts)
     report: Dict[str, Any] = {"passages": n, "chunks": len(chunks), "calls": len(llm.calls),
-                              "input_tokens": sum(request_tokens(enc, c) for c, _ in llm.calls)}
+                              "input_tokens": sum(request_tokens(c) for c, _ in llm.calls)}
     triples = data / "triples.jsonl"
     if triples.exists():  # real LLM output (GPT-3.5's triples), as the JSON the prompt asks for
         rows = [json.loads(line) for line in triples.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -134,7 +121,7 @@ def query_cost(dataset: Any, store: Any, enc: Any) -> Dict[str, Any]:
         engine.query(q["question"])
         row: Dict[str, List[int]] = {}
         for call, reply in llm.calls[start:]:
-            row.setdefault(kind(call), []).append(request_tokens(enc, call))
+            row.setdefault(kind(call), []).append(request_tokens(call))
             row.setdefault(kind(call) + "_out", []).append(len(enc.encode(reply)))
         per_question.append(row)
     n = len(per_question)
@@ -159,8 +146,8 @@ def rounded(result: Any) -> Dict[str, float]:
     return {f"recall@{k}": round(result.recall[k], 4) for k in (2, 5)}
 
 
-def run_set(data: Path, embed: Any, db_dir: Path, enc: Any) -> Dict[str, Any]:
-    dataset, store = dev_store(data, embed, db_dir, triples=False)  # the free graph: the text's own links
+def run_set(data: Path, embed: Any, db_dir: Path, enc: Any, reuse: bool = False) -> Dict[str, Any]:
+    dataset, store = dev_store(data, embed, db_dir, reuse=reuse, triples=False)  # the free graph: the text's own links
     free = recall(store, dataset, embed)
     scripted = scripted_methods(store, dataset)  # an LLM at query time: no real one, scripted ones
     at_query = {name: rounded(recall(store, dataset, embed, scripted["llm_" + name]["llm"]))
@@ -169,7 +156,7 @@ def run_set(data: Path, embed: Any, db_dir: Path, enc: Any) -> Dict[str, Any]:
                               "recall": {"free": rounded(free), "llm_at_query_time": at_query}}
     store.close()
     if (data / "triples.jsonl").exists():  # the LLM's triples + the text's links, as `graphrag-milvus eval` builds it
-        dataset, store = dev_store(data, embed, db_dir)
+        dataset, store = dev_store(data, embed, db_dir, reuse=reuse)
         given = recall(store, dataset, embed)
         diff = paired_difference(given.per_question, free.per_question)
         report["recall"]["llm_triples"] = {**rounded(given), "vs_free": {k: diff[k] for k in ("recall@2", "recall@5")}}
@@ -205,11 +192,14 @@ def main(argv: List[str] | None = None) -> None:
     logging.getLogger("llama_index_graphrag_milvus").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="*", help="data directories (default: $GRAPHRAG_DATA's dev sets)")
+    parser.add_argument("--db-dir", help="reuse (or keep) the stores in this directory")
     parser.add_argument("--out", default=str(RESULTS / "cost.json"))
     args = parser.parse_args(argv)
     dirs, embed, enc = data_dirs(args.data), cached_embed_model(), encoding()
     with tempfile.TemporaryDirectory(prefix="graphrag-cost-") as tmp:
-        sets = {d.name: run_set(d, embed, Path(tmp), enc) for d in dirs}
+        db_dir = Path(args.db_dir or tmp)
+        db_dir.mkdir(parents=True, exist_ok=True)
+        sets = {d.name: run_set(d, embed, db_dir, enc, reuse=bool(args.db_dir)) for d in dirs}
     write_result(args.out, {"sets": sets, "pooled": summary(sets, enc)})
 
 

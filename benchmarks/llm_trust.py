@@ -6,6 +6,7 @@ the dev sets (stores built as `graphrag-milvus eval` builds them, no LLM at inge
 
 `--db-dir DIR` reuses the stores `python -m benchmarks.identity OUT.json --db-dir DIR` kept there (else
 each set is ingested into a temporary store). `--decisions` also counts the questions a confirmed chain led.
+Each set also gets its candidate recall (`bench.candidates`: what the LLM is offered, with no LLM).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from llama_index.core.schema import QueryBundle
 
 from benchmarks.devsets import RESULTS, cached_embed_model, data_dirs, dev_store, write_result
 from llama_index_graphrag_milvus import GraphRAGRetriever
+from llama_index_graphrag_milvus.bench.candidates import candidate_recall
 from llama_index_graphrag_milvus.bench.evaluation import evaluate, paired_difference
 from llama_index_graphrag_milvus.bench.scripted import scripted_methods
 
@@ -38,7 +40,9 @@ def run_set(data: Path, db_dir: Path, reuse: bool, embed: Any, decisions: bool, 
         return evaluate(lambda b: [n.node.node_id for n in retriever.retrieve(b)], dataset.questions, vectors)
 
     base = measure()
-    report: Dict[str, Any] = {"none": base.as_dict()}
+    offered = candidate_recall(store, dataset, vectors)
+    report: Dict[str, Any] = {"none": base.as_dict(), "candidates": {k: v for k, v in offered.items() if k != "per_question"}}
+    print(f"{dataset.name:9s} candidates {report['candidates']}", flush=True)
     for llm_name, kwargs in scripted_methods(store, dataset).items():
         for trust in trusts:
             result = measure(llm_trust=trust, **kwargs)

@@ -325,7 +325,7 @@ def parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument(
         "--scripted-llms", action="store_true",
-        help="also measure scripted LLMs (an oracle, 3 random picks, garbage) and the LLM path's ceiling",
+        help="also measure scripted LLMs (an oracle, half right, 3 random picks, garbage) against no LLM",
     )
     return top
 

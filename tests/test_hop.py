@@ -150,13 +150,14 @@ def test_an_llms_pick_takes_the_hops_place_and_a_failed_answer_keeps_it(make_sto
     stored(store)
     question = "Where is the press that published Grace Krilanovich's The Orange Eats Creeps?"
 
-    def order(llm):
-        run = GraphRAGRetriever(store=store, similarity_top_k=3, llm=llm).trace(question)
+    def order(llm, trust="confirmed"):
+        run = GraphRAGRetriever(store=store, similarity_top_k=3, llm=llm, llm_trust=trust).trace(question)
         return [n.node.node_id for n in run.nodes]
 
     assert order(None)[:2] == ["grace", "radio"]  # no LLM: the hop puts the press second
-    picked = order(graph_llm(mentions=[], chosen=["has a stand at"]))
-    assert sorted(picked[:2]) == ["fair", "grace"]  # the LLM's pick, not the hop, beside the top passage
+    lone = graph_llm(mentions=[], chosen=["has a stand at"])  # names nothing the question names, alone
+    assert sorted(order(lone, trust="vote")[:2]) == ["fair", "grace"]  # its vote, not the hop, beside the top
+    assert order(lone) == order(None)  # under the default trust the graph ties it to nothing: ignored
     garbage = ScriptedLLM(script=lambda prompt: "no JSON here", prompts=[])
     assert order(garbage) == order(None)  # an unusable answer: exactly the ranking without an LLM
 

@@ -75,13 +75,26 @@ def test_the_explanation_says_the_pick_led(english):
     assert "The LLM's pick led: 3 of the 3 picks chain" in explanation.to_text()
 
 
-def test_unconnected_picks_only_vote_and_leave_the_top_passage(english):
-    without = top(GraphRAGRetriever(store=english.store, llm=None, similarity_top_k=1))
+def test_picks_the_graph_ties_to_nothing_are_ignored_and_leave_the_ranking(english):
+    without = top(GraphRAGRetriever(store=english.store, llm=None, similarity_top_k=6))
     llm = graph_llm(mentions=["Xavier Rhodes"], chosen=UNCONNECTED)
-    retriever = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=1)
+    retriever = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=6)
     assert top(retriever) == without
-    assert retriever.trace(QUESTION).llm_decision.startswith("voted: no two picks chain")
-    assert [n.node.ref_doc_id for n in english.as_query_engine(llm=llm, similarity_top_k=1).query(QUESTION).source_nodes] == without
+    assert retriever.trace(QUESTION).llm_decision.startswith("ignored: the graph ties none of the")
+    engine = english.as_query_engine(llm=llm, similarity_top_k=6)
+    assert [n.node.ref_doc_id for n in engine.query(QUESTION).source_nodes] == without
+
+
+def test_an_unconfirmed_pick_at_the_questions_entity_votes(english):
+    without = top(GraphRAGRetriever(store=english.store, llm=None, similarity_top_k=6))
+    llm = graph_llm(mentions=["Xavier Rhodes"], chosen=["taught mathematics in Utrecht", *UNCONNECTED])
+    retriever = GraphRAGRetriever(store=english.store, llm=llm, similarity_top_k=6)
+    run = retriever.trace(QUESTION)
+    assert run.llm_decision.startswith("voted: no two picks chain")
+    assert "picks, tied to neither the question nor another pick, are ignored" in run.llm_decision
+    ranked = [h.node.ref_doc_id for h in run.nodes]
+    assert without.index("rhodes") > 0 and ranked.index("rhodes") < without.index("rhodes")  # its vote lifts it
+    assert [d for d in ranked if d != "rhodes"] == [d for d in without if d != "rhodes"]  # the rest keep their order
 
 
 def test_garbage_gives_exactly_the_ranking_without_an_llm(english):

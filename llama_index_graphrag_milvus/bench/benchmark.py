@@ -21,7 +21,8 @@ from llama_index_graphrag_milvus.bench.evaluation import (
 )
 from llama_index_graphrag_milvus.bench.progress import Counting, is_shown, local_model, progress_bar
 from llama_index_graphrag_milvus.bench.report import compared, printable, summary_table, write
-from llama_index_graphrag_milvus.bench.scripted import llm_ceiling, scripted_methods
+from llama_index_graphrag_milvus.bench.candidates import candidate_recall
+from llama_index_graphrag_milvus.bench.scripted import scripted_methods
 from llama_index_graphrag_milvus.schema import normalize_name, parse_triplets, passage_id
 
 
@@ -97,9 +98,10 @@ def run_benchmark(
     passages are raw text and the graph comes from `extractor` (default: the transform's
     `CooccurrenceExtractor`). With `time_ingest`, the embedder is not cached during the ingest, and a
     plain dense ingest of the same passages (embed, write to Milvus) is timed first, in the same run,
-    for the ratio. With `scripted_llms`, the default retriever is also measured with scripted LLMs
-    (`bench.scripted`: an oracle, 3 random picks, garbage), and the ceiling of the LLM path is reported:
-    the share of gold passages that some candidate relation states. `text_links=False` ingests the given
+    for the ratio. The candidates the default retriever offers an LLM are measured with no LLM
+    (`bench.candidates`: whether they hold the gold relations, and the rerank prompt's tokens). With
+    `scripted_llms`, the default retriever is also measured with scripted LLMs (`bench.scripted`: an
+    oracle, half right, 3 random picks, garbage). `text_links=False` ingests the given
     triples without the text's own links (`GraphRAGTransform(text_links=...)`). Progress bars go to
     stderr when `progress` is True, or (None) when it is a terminal.
     """
@@ -131,7 +133,7 @@ def run_benchmark(
         if scripted_llms:
             methods = {"graphrag": {}, **methods, **scripted_methods(store, dataset)}  # LLMs vs no LLM
         results = _measure(store, dataset, methods, vectors, progress)
-        ceiling = llm_ceiling(store, dataset, vectors) if scripted_llms else None
+        candidates = candidate_recall(store, dataset, vectors)
     finally:
         store.close()
     report = {
@@ -139,7 +141,7 @@ def run_benchmark(
         "counts": counts, "embed_model": embed_label or embed_model.model_name, "ingest_s": round(ingest_s, 2),
         **({"ingest": ingest} if ingest else {}), "graph_built_from": built,
         "extraction": extraction_stats(dataset.nodes, extractor if "given triplets" not in built else None),
-        **({"ceiling": ceiling} if ceiling else {}),
+        "candidates": candidates,
         **compared(results, dataset), "configs": {name: printable(kwargs) for name, kwargs in methods.items()},
     }
     write(report, out, chart, log)

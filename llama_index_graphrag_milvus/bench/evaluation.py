@@ -98,9 +98,12 @@ class CachedEmbedding(BaseEmbedding):
 
 @dataclass
 class Dataset:
+    """A corpus as nodes, its questions, and whether the nodes carry given triplets (`triplets.jsonl`)."""
+
     name: str
     nodes: List[TextNode]
     questions: List[Dict[str, Any]]
+    given_triplets: bool = False
 
 
 def _jsonl(path: Path) -> List[Dict[str, Any]]:
@@ -140,7 +143,7 @@ def load_dataset(
         nodes.append(node)
     questions = _jsonl(directory / "questions.jsonl")[:limit]
     name = directory.name if triples or not (directory / "triples.jsonl").exists() else f"{directory.name}_text_only"
-    return Dataset(name=name, nodes=nodes, questions=questions)
+    return Dataset(name=name, nodes=nodes, questions=questions, given_triplets=triples)
 
 
 def hops(question_id: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 
@@ -71,11 +71,31 @@ def format_table(report: Dict[str, Any]) -> str:
                     for c in (d[f"recall@{k}"] for k in KS)
                 ]
                 lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    if report.get("ceiling"):
-        c = report["ceiling"]
-        lines += ["", f"LLM ceiling (gold passages in the no-LLM top {max(KS)}, or stated by a relation): by a candidate "
-                  f"{c['gold_passages_among_candidates']:.1%}, by one offered to the LLM {c['gold_passages_among_offered']:.1%}."]
+    if report.get("candidates"):
+        lines += ["", "What the default retriever offers an LLM to pick from (measured with no LLM):", "",
+                  *candidates_table({report["dataset"]: report})]
     return "\n".join(lines)
+
+
+#: The columns of the candidates' table: (key in `bench.candidates`, header, format).
+CANDIDATE_COLUMNS = (
+    ("any_gold_offered", "questions with a gold relation offered", "{:.1%}"),
+    ("gold_passages_offered", "gold passages with one offered", "{:.1%}"),
+    ("gold_relations_offered", "gold relations offered", "{:.2f}"),
+    ("offered", "relations offered", "{:.1f}"),
+    ("prompt_tokens", "rerank prompt tokens", "{:,.0f}"),
+    ("gold_passages_among_candidates", "gold passages with one among all candidates", "{:.1%}"),
+)
+
+
+def candidates_table(reports: Dict[str, Dict[str, Any]]) -> List[str]:
+    """Each set's candidate recall (`bench.candidates`) as Markdown table lines."""
+    lines = ["| set | " + " | ".join(h for _, h, _ in CANDIDATE_COLUMNS) + " |", "|---" * (len(CANDIDATE_COLUMNS) + 1) + "|"]
+    for name, report in reports.items():
+        c = report.get("candidates")
+        if c:
+            lines.append(f"| {name} | " + " | ".join(f.format(c[key]) for key, _, f in CANDIDATE_COLUMNS) + " |")
+    return lines
 
 
 def draw_chart(report: Dict[str, Any], path: str | Path) -> None:
@@ -112,4 +132,7 @@ def summary_table(reports: Dict[str, Dict[str, Any]]) -> str:
                      for k in (2, 5)] if d else ["", ""]
             lines.append(f"| {name} | {method} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
                          f"| {m['p50_ms']} | {cells[0]} | {cells[1]} |")
+    if any(report.get("candidates") for report in reports.values()):
+        lines += ["", "What the default retriever offers an LLM to pick from (no LLM; `bench.candidates`):", "",
+                  *candidates_table(reports)]
     return "\n".join(lines)

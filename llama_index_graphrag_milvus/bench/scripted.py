@@ -8,7 +8,8 @@
 - `garbage_llm()`: answers prose, never JSON (a broken model).
 
 NER prompts get `{"named_entities": []}` (the retriever still matches the known names in the question).
-`scripted_methods` and `llm_ceiling` measure the LLM path with them in the benchmark.
+`scripted_methods` measures the LLM path with them in the benchmark; `gold_relations` says what the
+oracle picks.
 """
 
 from __future__ import annotations
@@ -18,14 +19,12 @@ import random
 import re
 from typing import Any, Callable, Dict, List, Set, Tuple
 
-import numpy as np
 
 from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index.core.schema import QueryBundle
 
-from llama_index_graphrag_milvus.bench.evaluation import KS, Dataset
-from llama_index_graphrag_milvus.schema import passage_id
+from llama_index_graphrag_milvus.bench.evaluation import Dataset
+from llama_index_graphrag_milvus.schema import parse_triplets, passage_id
 
 _LINE = re.compile(r"^\[(\d+)\] (.*)$", re.M)
 _QUESTION = re.compile(r"^Question: (.*)$", re.M)
@@ -115,58 +114,36 @@ def garbage_llm() -> ScriptedLLM:
 
 
 # measuring the LLM path ----------------------------------------------------------------------------
-def _stored_ids(dataset: Dataset) -> Dict[str, str]:
+def stored_ids(dataset: Dataset) -> Dict[str, str]:
     """The store's passage id of each corpus passage."""
     return {n.node_id: passage_id(n.ref_doc_id or n.node_id, n.text) for n in dataset.nodes}
 
 
-def _gold_relations(store: Any, dataset: Dataset) -> Dict[str, List[int]]:
-    """For each question, the relations its gold passages state."""
-    stored = _stored_ids(dataset)
+def gold_relations(store: Any, dataset: Dataset) -> Dict[str, Dict[int, List[str]]]:
+    """For each question, its gold relations and the gold passages (store ids) that state each: the
+    gold passages' given triplets when the data set gives triplets (MuSiQue's), else every relation the
+    gold passages state. A question without one has none."""
+    stored = stored_ids(dataset)
     wanted = sorted({stored[g] for q in dataset.questions for g in q["gold_ids"] if g in stored})
     rows = {row["id"]: row["relation_ids"] for row in store.collections.get("passages", wanted, ["id", "relation_ids"])}
-    return {
-        q["question"]: sorted({r for g in q["gold_ids"] for r in rows.get(stored.get(g, ""), [])})
-        for q in dataset.questions
-    }
+    given = {n.node_id: {t.id for t in parse_triplets(n.metadata.get("triplets") or [])[0]} for n in dataset.nodes}
+    gold: Dict[str, Dict[int, List[str]]] = {}
+    for q in dataset.questions:
+        found = gold.setdefault(q["question"], {})
+        for g in (g for g in q["gold_ids"] if g in stored):
+            for r in rows.get(stored[g], []):
+                if not dataset.given_triplets or r in given[g]:
+                    found.setdefault(r, []).append(stored[g])
+    return gold
 
 
 def scripted_methods(store: Any, dataset: Dataset) -> Dict[str, Dict[str, Any]]:
-    """The default retriever with scripted LLMs (an oracle, half right, 3 random picks, garbage)."""
-    gold = _gold_relations(store, dataset)
+    """The default retriever with scripted LLMs (an oracle, half right, 3 random picks, garbage); the
+    oracle's gold relations are `gold_relations`."""
+    gold = gold_relations(store, dataset)
     texts = store.describe(sorted({r for rs in gold.values() for r in rs}))
     stated = {q: {texts[r].text for r in rs if r in texts} for q, rs in gold.items()}
     return {
         "llm_oracle": {"llm": oracle_llm(stated)}, "llm_half_right": {"llm": half_right_llm(stated)},
         "llm_random3": {"llm": random_llm(3)}, "llm_garbage": {"llm": garbage_llm()},
-    }
-
-
-def llm_ceiling(store: Any, dataset: Dataset, vectors: List[List[float]]) -> Dict[str, Any]:
-    """The room of the LLM path: the share of gold passages that some candidate relation of the default
-    retriever states, and the share that some relation offered to the LLM states (what a perfect pick
-    can lift), both with the gold passages already in the no-LLM top k counted too."""
-    from llama_index_graphrag_milvus import GraphRAGRetriever
-
-    offered: List[str] = []
-    recorder = ScriptedLLM(choose=lambda question, lines: offered.extend(t for _, t in lines) and None)
-    # the recorder never answers, so its retrieval is exactly the one without an LLM
-    with_llm = GraphRAGRetriever(store=store, similarity_top_k=max(KS), llm=recorder)
-    stored = _stored_ids(dataset)
-    shares: Dict[str, List[float]] = {"candidates": [], "offered": []}
-    for question, vector in zip(dataset.questions, vectors):
-        offered.clear()
-        run = with_llm.trace(QueryBundle(query_str=question["question"], embedding=vector))
-        top = {n.node.node_id for n in run.nodes}
-        shown = {" ".join(t.lower().split()) for t in offered}
-        by_candidates = {p for c in run.candidates for p in c.passage_ids}
-        texts = store.describe([c.id for c in run.candidates])
-        by_offered = {p for c in run.candidates if c.id in texts and " ".join(texts[c.id].text.lower().split()) in shown
-                      for p in c.passage_ids}
-        gold = set(question["gold_ids"])
-        for key, reached in (("candidates", by_candidates), ("offered", by_offered)):
-            shares[key].append(sum(g in top or stored.get(g) in reached for g in gold) / len(gold))
-    return {
-        "gold_passages_among_candidates": round(float(np.mean(shares["candidates"])), 4),
-        "gold_passages_among_offered": round(float(np.mean(shares["offered"])), 4),
     }

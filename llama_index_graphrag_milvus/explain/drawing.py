@@ -235,6 +235,8 @@ def _draw_passages(
 
 def _decision(decision: str) -> str:
     """The summary's words for what the LLM's pick did (`Retrieval.llm_decision`)."""
+    if decision.startswith("ignored"):
+        return " · the LLM's pick was ignored"
     return " · the LLM's pick led the ranking" if decision.startswith("led") else " · the LLM's pick only voted"
 
 

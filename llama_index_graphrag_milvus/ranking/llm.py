@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Set, Tuple
 
 import numpy as np
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_graphrag_milvus.graph.chains import confirmed_chain
+from llama_index_graphrag_milvus.graph.chains import confirmed_chain, related_picks
 from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT
 from llama_index_graphrag_milvus.llm.rerank import llm_rerank
-from llama_index_graphrag_milvus.ranking.base import MAX_NAME, Ranker, Ranking, RankTask, Scored, arank, fuse
+from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask, Scored, arank, fuse
 from llama_index_graphrag_milvus.ranking.fused import FusedRanker
+from llama_index_graphrag_milvus.ranking.offer import offered_relations
 from llama_index_graphrag_milvus.schema import ScoredRelation, normalize_name
 
 
@@ -34,10 +35,13 @@ class LLMRanker:
     - "confirmed" (the default): the picks the graph confirms as a chain from the question go first,
       their passages in the LLM's order: a chain of at least two picks that starts at an entity the
       question names (a seed entity matching a mention exactly, or holding it as a word: "Leonhard
-      Euler" for "Euler"; else the nearest) and walks away from it, each next pick sharing a specific entity (not a question
-      entity, not a hub) with the last (`graph.chains.confirmed_chain`). The other picks only vote.
+      Euler" for "Euler"; else the nearest) and walks away from it, each next pick sharing a specific
+      entity (not a question entity, not a hub) with the last (`graph.chains.confirmed_chain`). The
+      other picks vote if the graph relates them to the question or to another pick (they name a
+      question entity, or share a specific entity with another pick: `graph.chains.related_picks`);
+      an isolated pick, what most random picks are, is ignored.
     - "always": every pick's passages first, in the LLM's order.
-    - "vote": the pick only votes.
+    - "vote": every pick only votes.
 
     To vote is to join the graph rankings' fusion as one more ranking, with `weight` (1: as much as each
     of the others), beside them (`replaces` names rankings the vote would take the place of: none by
@@ -45,9 +49,10 @@ class LLMRanker:
     confirms lifts the passage that answers to the top. Measured with scripted LLMs on the dev sets
     (`benchmarks/llm_trust.py`): see `docs/studies/llm_trust.md` and `docs/guides/llm.md`.
 
-    The candidates offered are the best by the base ranking, not only by similarity: the most similar
-    relation of each of its passages in its order (then the second of each, ...), at most `max_offered`
-    lines and `max_offered_chars` characters. When the LLM fails or its answer names none of the offered
+    The candidates offered are those of the base ranking's top `max_offered_passages` passages, breadth
+    first (each one's first relation in the ranking's order, then each one's second, ...), a passage's
+    statements before its topic links (`ranking.offer`), at most `max_offered` lines and
+    `max_offered_chars` characters. When the LLM fails or its answer names none of the offered
     relations, the ranking is exactly the base's.
     """
 
@@ -59,6 +64,7 @@ class LLMRanker:
     trust: str = "confirmed"
     max_offered: int = 40
     max_offered_chars: int = 6000
+    max_offered_passages: int = 15
     name: str = "llm"
 
     def __post_init__(self) -> None:
@@ -78,26 +84,7 @@ class LLMRanker:
         return self._merge(task, picked, base)
 
     def _offered(self, task: RankTask, base: Ranking) -> List[ScoredRelation]:
-        """Breadth first down the base ranking: the most similar candidate relation of each passage, in
-        the ranking's order, then the second of each, and so on, up to the caps."""
-        own = task.passage_relations
-        rows = [own[pid] for pid, _ in base.passages if pid in own]
-        picked: Dict[int, float] = {}
-        for depth in range(max((len(r) for r in rows), default=0)):
-            for relations in rows:
-                if depth < len(relations) and len(picked) < self.max_offered:
-                    picked.setdefault(*relations[depth])
-        texts = task.store.describe(list(picked))
-        offered, chars = [], 0
-        for r, score in picked.items():
-            if r in texts:
-                t = texts[r]
-                relation = ScoredRelation(r, t.subject[:MAX_NAME], t.predicate[:MAX_NAME], t.object[:MAX_NAME], score)
-                chars += len(relation.text) + 8
-                if offered and chars > self.max_offered_chars:
-                    break
-                offered.append(relation)
-        return offered
+        return offered_relations(task, base, self.max_offered_passages, self.max_offered, self.max_offered_chars)
 
     def _merge(self, task: RankTask, picked, base: Ranking) -> Ranking:
         if not picked.relations:
@@ -105,9 +92,8 @@ class LLMRanker:
         hood = task.neighbourhood
         passages_of = dict(zip(hood.relation_ids(), hood.candidate_passages))
         picks = [(r.id, r.score) for r in picked.relations]  # picks are offered candidates
-        leading, decision = self._leading(task, [r for r, _ in picks])
-        voting = [p for p in picks if p[0] not in set(leading)]
-        chosen = _passages(voting, passages_of)  # the LLM's other passages, in its order
+        leading, voters, decision = self._judged(task, [r for r, _ in picks])
+        chosen = _passages([p for p in picks if p[0] in voters], passages_of)  # the voting passages, in its order
         parts = base.parts or [(base.name, [pid for pid, _ in base.passages], 1.0)]
         kept = [(ids, w) for name, ids, w in parts if name not in self.replaces] or [(ids, w) for _, ids, w in parts]
         fused = fuse([*kept, (list(chosen), self.weight)] if chosen else kept, base.k)
@@ -118,20 +104,28 @@ class LLMRanker:
         via = {pid: lead.get(pid) or chosen.get(pid) or base.via.get(pid, []) for pid, _ in ranking}
         return Ranking(self.name, ranking, via, picks, picked.thought_process, decision=decision)
 
-    def _leading(self, task: RankTask, picks: List[int]) -> Tuple[List[int], str]:
-        """The picks that go first, and why (the rule `trust` names)."""
+    def _judged(self, task: RankTask, picks: List[int]) -> Tuple[List[int], Set[int], str]:
+        """The picks that go first, those that vote, and why (the rule `trust` names)."""
         if self.trust == "always":
-            return picks, f"led: llm_trust='always' puts the LLM's {len(picks)} picks first"
+            return picks, set(), f"led: llm_trust='always' puts the LLM's {len(picks)} picks first"
         if self.trust == "vote":
-            return [], "voted: llm_trust='vote' fuses the LLM's picks with the graph rankings"
-        hood = task.neighbourhood
+            return [], set(picks), "voted: llm_trust='vote' fuses the LLM's picks with the graph rankings"
+        hood, ids_at = task.neighbourhood, task.neighbourhood.cache.relations.ids_at
         positions = hood.cache.relations.lookup(np.array(picks, dtype=np.int64))
+        positions = positions[positions >= 0]
         question = hood.cache.entities.lookup(np.array(_named(task), dtype=np.int64))
-        chain = confirmed_chain(hood.graph, positions[positions >= 0], question[question >= 0], hood.hub_passages)
-        if not chain:
-            return [], "voted: no two picks chain away from the question's entities, so the graph cannot confirm them"
-        ids = hood.cache.relations.ids_at(np.array(chain, dtype=np.int64))
-        return ids, f"led: {len(ids)} of the {len(picks)} picks chain from the question's entities"
+        question = question[question >= 0]
+        chain = ids_at(np.array(confirmed_chain(hood.graph, positions, question, hood.hub_passages), dtype=np.int64))
+        related = ids_at(np.array(related_picks(hood.graph, positions, question, hood.hub_passages), dtype=np.int64))
+        voters = set(related) - set(chain)
+        ignored = len(set(picks) - set(chain) - voters)
+        if not chain and not voters:
+            return [], voters, f"ignored: the graph ties none of the {len(picks)} picks to the question or to another pick"
+        aside = f"; {ignored} of the {len(picks)} picks, tied to neither the question nor another pick, are ignored"
+        aside = aside if ignored else ""
+        if chain:
+            return chain, voters, f"led: {len(chain)} of the {len(picks)} picks chain from the question's entities{aside}"
+        return [], voters, f"voted: no two picks chain away from the question's entities, so the graph cannot confirm them{aside}"
 
 
 def check_trust(trust: str) -> None:
