@@ -28,11 +28,11 @@ def chain_graph():
 
 
 def rel_ids(cache, positions):
-    return sorted(cache.relations.ids[p] for p in positions)
+    return sorted(cache.relations.ids_at([p])[0] for p in positions)
 
 
 def ent(cache, name):
-    return cache.entities.position[e(name)]
+    return cache.entities.position(e(name))
 
 
 def test_expansion_from_an_entity_by_hand():
@@ -54,7 +54,7 @@ def test_a_walk_does_not_continue_through_entities_outside_the_through_mask():
     assert rel_ids(cache, expand_from_entities(graph, [a], 2, through)) == [1]  # stops at b
     assert rel_ids(cache, expand_from_entities(graph, [b], 1, through)) == [1, 2]  # a seed hub: its own only
     assert rel_ids(cache, expand_from_entities(graph, [b], 1)) == [1, 2, 3]
-    r1 = cache.relations.position[1]
+    r1 = cache.relations.position(1)
     assert rel_ids(cache, expand_from_relations(graph, [r1], 1, through)) == [1]
     assert rel_ids(cache, expand_from_relations(graph, [r1], 1)) == [1, 2]
 
@@ -62,7 +62,7 @@ def test_a_walk_does_not_continue_through_entities_outside_the_through_mask():
 def test_expansion_from_a_relation_by_hand():
     cache = chain_graph()
     graph = cache.snapshot()
-    r1 = cache.relations.position[1]
+    r1 = cache.relations.position(1)
     assert rel_ids(cache, expand_from_relations(graph, [r1], 0)) == [1]
     assert rel_ids(cache, expand_from_relations(graph, [r1], 1)) == [1, 2]
     assert rel_ids(cache, expand_from_relations(graph, [r1], 2)) == [1, 2, 3]
@@ -192,19 +192,19 @@ def test_a_cut_walk_does_not_continue_from_the_relations_it_drops():
 
     def keep_r2(relations):
         seen.append(rel_ids(cache, relations))
-        return relations[relations == r[2]]
+        return relations[relations == r(2)]
 
     # from a: hop 1 reaches r1 (a's own) and b; hop 2 reaches r2, r5 (new), keeps r2, walks on to c
     assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "a")], 2)) == [1, 2, 3, 5, 6]
     assert rel_ids(cache, expand_from_entities(graph, [ent(cache, "a")], 2, cut=keep_r2)) == [1, 2, 3, 5]
     assert seen == [[2, 5]]  # r5 is in the result, but x's relation r6 is not: r5 was not walked from
     seen.clear()
-    assert rel_ids(cache, expand_from_relations(graph, [r[1]], 2)) == [1, 2, 3, 5, 6]
-    assert rel_ids(cache, expand_from_relations(graph, [r[1]], 2, cut=keep_r2)) == [1, 2, 3, 5]
+    assert rel_ids(cache, expand_from_relations(graph, [r(1)], 2)) == [1, 2, 3, 5, 6]
+    assert rel_ids(cache, expand_from_relations(graph, [r(1)], 2, cut=keep_r2)) == [1, 2, 3, 5]
     assert seen == [[2, 5]]
     # degree 3: r3 is new at hop 3, cut away; r5, dropped at hop 2, is not offered again nor walked
     seen.clear()
-    assert rel_ids(cache, expand_from_relations(graph, [r[1]], 3, cut=keep_r2)) == [1, 2, 3, 5]
+    assert rel_ids(cache, expand_from_relations(graph, [r(1)], 3, cut=keep_r2)) == [1, 2, 3, 5]
     assert seen == [[2, 5], [3]]
 
 
@@ -266,8 +266,8 @@ def test_the_live_mask_is_a_read_only_view_and_counts_are_kept():
         mask[0] = False
     cache.remove(passages=["p1"], relations=[1])  # r1 loses its only passage
     assert mask.tolist() == [False, True, True, True]  # a view: shows the removal
-    assert len(relations.position) == 3 and len(relations) == 4
-    assert relations.lookup(np.array([1, 2, 99])).tolist() == [-1, relations.position[2], -1]
+    assert relations.live_count() == 3 and len(relations) == 4
+    assert relations.lookup(np.array([1, 2, 99])).tolist() == [-1, relations.position(2), -1]
     assert relations.ids_array().tolist() == [1, 2, 3, 4]
     cache.add_relations([(1, e("a"), e("b"))])  # back, at a new position
-    assert len(relations.position) == 4 and relations.position[1] == 4
+    assert relations.live_count() == 4 and relations.position(1) == 4

@@ -39,5 +39,5 @@ def test_the_adjacency_of_200k_relations_takes_under_100_bytes_a_relation():
     used = len(np.unique(ends))  # entities that are the end of some relation
     assert graph.shape == (used, relations, passages)
     assert cache.counts() == {"entities": used, "relations": relations, "passages": passages}
-    assert cache.entity_name(cache.entities.position[int(entity_ids[5])]) == "Entity Name 5"
+    assert cache.entity_name(cache.entities.position(int(entity_ids[5]))) == "Entity Name 5"
     assert held / relations < 100, f"{held / relations:.1f} bytes a relation"

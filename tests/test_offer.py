@@ -5,7 +5,7 @@ import numpy as np
 
 from llama_index_graphrag_milvus import GraphRAGRetriever, GraphRAGTransform
 from llama_index_graphrag_milvus.examples import EULER_QUESTION, bernoulli_documents
-from llama_index_graphrag_milvus.graph.chains import confirmed_chain, related_picks
+from llama_index_graphrag_milvus.ranking.picks import confirmed_chain, related_picks
 from llama_index_graphrag_milvus.ranking.offer import is_topic_link
 from llama_index_graphrag_milvus.schema import Triplet, passage_id
 
@@ -22,7 +22,7 @@ def test_topic_links_are_the_links_the_ingest_adds_from_a_title():
 
 def picks(cache, relation_ids, question_names, hub_passages=10):
     graph = cache.snapshot()
-    question = [cache.entities.position[e(name)] for name in question_names]
+    question = [cache.entities.position(e(name)) for name in question_names]
     chosen = positions(cache, relation_ids)
     return graph, chosen, question, hub_passages
 

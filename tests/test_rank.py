@@ -5,13 +5,8 @@ import pytest
 
 from llama_index_graphrag_milvus.schema import entity_id as e
 from llama_index_graphrag_milvus.graph.cache import GraphCache
-from llama_index_graphrag_milvus.graph.sparse import (
-    chain_scores,
-    entity_passage_subgraph,
-    passage_scores,
-    personalized_pagerank,
-    specificity,
-)
+from llama_index_graphrag_milvus.ranking.chain import chain_scores, passage_scores
+from llama_index_graphrag_milvus.ranking.ppr import entity_passage_subgraph, personalized_pagerank, specificity
 
 
 def bridge_graph(hub_passages: int = 0):
@@ -28,7 +23,7 @@ def bridge_graph(hub_passages: int = 0):
 
 
 def positions(cache, ids):
-    return np.array([cache.relations.position[i] for i in ids])
+    return np.array([cache.relations.position(i) for i in ids])
 
 
 def test_a_relation_scores_its_similarity_plus_its_best_neighbour():
@@ -72,7 +67,7 @@ def test_each_passage_takes_its_best_relation():
     graph = cache.snapshot()
     rels = positions(cache, [1, 2, 3])
     passages, scores, via = passage_scores(graph, rels, np.array([0.2, 0.7, 0.4]))
-    named = {cache.passages.ids[p]: (s, int(v)) for p, s, v in zip(passages, scores, via)}
+    named = {cache.passages.ids_at([p])[0]: (s, int(v)) for p, s, v in zip(passages, scores, via)}
     assert named == {"p1": (pytest.approx(0.7), 1), "p2": (pytest.approx(0.4), 2), "p3": (pytest.approx(0.7), 1)}
 
 
@@ -83,10 +78,10 @@ def test_personalized_pagerank_spreads_from_the_seed_along_edges():
     sub = entity_passage_subgraph(graph, rels)
     ents, _, pas = sub.slices()
     seed = np.zeros(sub.adjacency.shape[0])
-    seed[list(sub.entities).index(cache.entities.position[e("book")])] = 1.0
+    seed[list(sub.entities).index(cache.entities.position(e("book")))] = 1.0
     rank = personalized_pagerank(sub.adjacency, seed)
     assert rank.sum() == pytest.approx(1.0)
-    by_passage = dict(zip((cache.passages.ids[p] for p in sub.passages), rank[pas]))
+    by_passage = dict(zip((cache.passages.ids_at([p])[0] for p in sub.passages), rank[pas]))
     assert by_passage["p_book"] > by_passage["p_ann"] > by_passage["p_town"] > by_passage.get("p_other", 0) == 0
     assert personalized_pagerank(sub.adjacency, np.zeros_like(seed)).sum() == 0
 
@@ -94,5 +89,5 @@ def test_personalized_pagerank_spreads_from_the_seed_along_edges():
 def test_specificity_is_one_over_the_passages_an_entity_appears_in():
     cache = bridge_graph(hub_passages=3)
     graph = cache.snapshot()
-    town, book = cache.entities.position[e("town")], cache.entities.position[e("book")]
+    town, book = cache.entities.position(e("town")), cache.entities.position(e("book"))
     assert specificity(graph.passage_counts[np.array([town, book])]).tolist() == pytest.approx([1 / 5, 1.0])

@@ -104,8 +104,8 @@ def expansion(store: MilvusGraphStore, corpus: Corpus, seeds: List[tuple]) -> Di
     adjacency = GraphAdjacency(cache.snapshot())  # through every entity
     positions = [
         (
-            [cache.entities.position[entity_id(corpus.names[e])] for e in ents],
-            [cache.relations.position[relation_id(*corpus.triplet(r))] for r in rels],
+            [cache.entities.position(entity_id(corpus.names[e])) for e in ents],
+            [cache.relations.position(relation_id(*corpus.triplet(r))) for r in rels],
         )
         for ents, rels in seeds
     ]

@@ -171,7 +171,7 @@ class MemoryGraph:
 
     def linked_passages(self, passage_id: str, hub_fraction: float) -> List[str]:
         cache = self.ready()
-        hubs = hub_limit(len(cache.passages.position), hub_fraction)
+        hubs = hub_limit(cache.passages.live_count(), hub_fraction)
         return GraphTopics(cache.snapshot(), cache, hubs).linked(passage_id)
 
     def synonyms_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:
@@ -197,7 +197,7 @@ class MemoryGraph:
         """The walk (`graph.walk`) on the whole adjacency, every step cut by the vector search."""
         cache = self.ready()
         graph = cache.snapshot()
-        hubs = hub_limit(len(cache.passages.position), request.hub_fraction)  # the passages stored now
+        hubs = hub_limit(cache.passages.live_count(), request.hub_fraction)  # the passages stored now
         entities = _found(cache.entities.lookup(np.asarray(list(request.entities), dtype=np.int64)))
         relations = _found(cache.relations.lookup(np.asarray(list(request.relations), dtype=np.int64)))
         passages = _found(cache.passages.lookup(list(request.passages))) if request.passages else _EMPTY

@@ -209,17 +209,16 @@ class GraphCache:
 
     def passage_relations(self, passage_id: str):
         """The relation ids a stored passage states, or None if the passage is not stored."""
-        pos = self.passages.position.get(passage_id)
-        if pos is None:
+        pos = int(self.passages.lookup([passage_id])[0])
+        if pos < 0:
             return None
         start = self._first[pos]
-        rels = self._edge_relation.array()[start : start + self._count[pos]]
-        return {self.relations.ids[r] for r in rels.tolist()}
+        return set(self.relations.ids_at(self._edge_relation.array()[start : start + self._count[pos]]))
 
     def passages_of_relation(self, relation_id: int) -> List[str]:
         """The ids of the passages stating a relation, in the order they were stored."""
-        pos = self.relations.position.get(relation_id)
-        if pos is None:
+        pos = int(self.relations.lookup([relation_id])[0])
+        if pos < 0:
             return []
         return self.passage_ids(self.snapshot().passages_of_relation(pos))
 
@@ -231,7 +230,7 @@ class GraphCache:
         """The live rows: passages stored, relations they state, entities those name."""
         graph = self.snapshot()
         return {"entities": int(graph.live_entities.sum()), "relations": int(graph.live_relations.sum()),
-                "passages": len(self.passages.position)}
+                "passages": self.passages.live_count()}
 
 
 def synonym_pairs(a: np.ndarray, b: np.ndarray, score: np.ndarray, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,6 @@ arrays rather than dicts.
 
 `IntIds` maps int64 ids (entities, relations) and `StrIds` string ids (passages) to positions 0, 1, 2, …
 in the order they were added; `Growable` is a growable integer array and `Names` strings by position.
-`IdView` and `PositionView` are the read-only faces of an `IntIds`: position -> id and id -> position.
 Positions are private to one process; ids are what Milvus stores.
 """
 
@@ -25,16 +24,20 @@ class IntIds:
         self._n = 0
         self._live = np.zeros(1024, dtype=bool)  # position -> live; capacity may exceed self._n
         self._live_count = 0
-        self._sorted = np.zeros(0, dtype=np.int64)  # live ids sorted, for positions < self._indexed
+        self._sorted = np.zeros(0, dtype=np.int64)  # the live ids sorted, as of the last reindex
         self._at = np.zeros(0, dtype=np.int32)  # the position of each id of self._sorted
-        self._indexed = 0
         self._recent: Dict[int, int] = {}
-        self.ids = IdView(self)
-        self.position = PositionView(self)
 
     def __len__(self) -> int:
-        """The number of positions handed out, dead ones included (`len(self.position)`: live ones)."""
+        """The number of positions handed out, dead ones included (`live_count()`: live ones)."""
         return self._n
+
+    def position(self, key: Any) -> int:
+        """The position of a live id; KeyError if it is not held."""
+        pos = self._find(self._key(key))
+        if pos < 0:
+            raise KeyError(key)
+        return pos
 
     def _find(self, key: Any) -> int:
         pos = self._recent.get(key)
@@ -117,7 +120,6 @@ class IntIds:
         order = np.argsort(self._ids[live], kind="stable")
         self._sorted = self._ids[live][order]
         self._at = live[order].astype(np.int32)
-        self._indexed = self._n
         self._recent = {}
 
     def shrink(self) -> None:
@@ -144,10 +146,6 @@ class IntIds:
     def live_count(self) -> int:
         """The number of live ids."""
         return self._live_count
-
-    @property
-    def nbytes(self) -> int:
-        return int(self._ids.nbytes + self._live.nbytes + self._sorted.nbytes + self._at.nbytes + 100 * len(self._recent))
 
 
 class StrIds(IntIds):
@@ -201,10 +199,6 @@ class Growable:
         """The values, as a view of the backing array (writes go through)."""
         return self._data[: self._n]
 
-    @property
-    def nbytes(self) -> int:
-        return int(self._data.nbytes)
-
 
 class Names:
     """Strings by position: UTF-8 in one buffer, with an offset and a length per position, rather than
@@ -240,48 +234,3 @@ class Names:
     def shrink(self) -> None:
         self._start.shrink()
         self._length.shrink()
-
-    @property
-    def nbytes(self) -> int:
-        return len(self._buffer) + self._start.nbytes + self._length.nbytes
-
-
-class IdView:
-    """Read-only sequence position -> id, over every position handed out (dead ones included)."""
-
-    def __init__(self, owner: IntIds) -> None:
-        self._owner = owner
-
-    def __getitem__(self, pos: int) -> Any:
-        if pos >= self._owner._n:
-            raise IndexError(pos)
-        return self._owner._out(self._owner._ids[pos])
-
-    def __len__(self) -> int:
-        return self._owner._n
-
-    def __iter__(self):
-        return map(self._owner._out, self._owner._ids[: self._owner._n].tolist())
-
-
-class PositionView:
-    """Read-only mapping id -> position of the live ids."""
-
-    def __init__(self, owner: IntIds) -> None:
-        self._owner = owner
-
-    def __getitem__(self, key: Any) -> int:
-        pos = self._owner._find(self._owner._key(key))
-        if pos < 0:
-            raise KeyError(key)
-        return pos
-
-    def __contains__(self, key: Any) -> bool:
-        return self._owner._find(self._owner._key(key)) >= 0
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        pos = self._owner._find(self._owner._key(key))
-        return default if pos < 0 else pos
-
-    def __len__(self) -> int:
-        return self._owner.live_count()

@@ -1,5 +1,5 @@
 """The adjacency as pure functions: entity↔relation and relation→passage incidence as scipy.sparse
-matrices in an immutable `Graph`, and the walks and rankers that read it.
+matrices in an immutable `Graph`, and the walks that read it (the rankers' math is in `ranking`).
 
 `Graph` is a snapshot over positions (row and column numbers, private to one process); the mutable
 cache that maps Milvus ids to positions and builds snapshots is `adjacency.GraphCache`.
@@ -126,64 +126,6 @@ def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a[b[i] != a]
 
 
-@dataclass(frozen=True)
-class Subgraph:
-    """A local entity–relation–passage graph: node k of `adjacency` is entity `entities[k]` for
-    k < len(entities), then relation `relations[k - len(entities)]`, then the passages."""
-
-    adjacency: sp.csr_matrix
-    entities: np.ndarray
-    relations: np.ndarray
-    passages: np.ndarray
-
-    def slices(self) -> Tuple[slice, slice, slice]:
-        e, r = len(self.entities), len(self.relations)
-        return slice(0, e), slice(e, e + r), slice(e + r, e + r + len(self.passages))
-
-
-def entity_passage_subgraph(graph: Graph, relations: np.ndarray) -> Subgraph:
-    """HippoRAG 2's graph, around candidate `relations`: their entities and their passages, an entity linked
-    to a passage when the passage states a candidate relation of that entity (no relation nodes, so one
-    hop is one step). Only the candidates' rows are read: its cost follows the candidates, whatever the
-    degree of their entities."""
-    relations = np.asarray(relations, dtype=np.int64)
-    re = graph.relation_entity[relations]  # C×E, the candidates' rows only
-    rp = graph.relation_passage[relations]  # C×P
-    entities, passages = unique(re.indices), unique(rp.indices)
-    re = sp.csr_matrix((np.ones(re.nnz), np.searchsorted(entities, re.indices), re.indptr), shape=(len(relations), len(entities)))
-    rp = sp.csr_matrix((np.ones(rp.nnz), np.searchsorted(passages, rp.indices), rp.indptr), shape=(len(relations), len(passages)))
-    ep = (re.T @ rp).tocsr()
-    ep.data[:] = 1.0
-    adjacency = sp.bmat([[None, ep], [ep.T, None]], format="csr")
-    return Subgraph(adjacency.astype(np.float64), entities, np.zeros(0, dtype=np.int64), passages)
-
-
-def personalized_pagerank(
-    adjacency: sp.csr_matrix, personalization: np.ndarray, damping: float = 0.5, iterations: int = 50, tol: float = 1e-9
-) -> np.ndarray:
-    """Personalized PageRank by power iteration on a small symmetric weighted adjacency.
-
-    `damping` is the probability of following an edge (1 - damping restarts at the personalization).
-    Returns a distribution over the nodes; zeros if the personalization is all zero.
-    """
-    total = personalization.sum()
-    if total <= 0:
-        return np.zeros_like(personalization, dtype=np.float64)
-    restart = personalization / total
-    out_weight = np.asarray(adjacency.sum(axis=1)).ravel()
-    inverse = np.divide(1.0, out_weight, out=np.zeros_like(out_weight), where=out_weight > 0)
-    transition = (sp.diags(inverse) @ adjacency).T.tocsr()  # column-stochastic where edges exist
-    dangling = out_weight == 0
-    rank = restart.copy()
-    for _ in range(iterations):
-        step = transition @ rank + rank[dangling].sum() * restart  # dangling mass restarts
-        new = (1 - damping) * restart + damping * step
-        if np.abs(new - rank).sum() < tol:
-            return new
-        rank = new
-    return rank
-
-
 #: A passage is about an entity when at least this share of its relations name it.
 ABOUT_SHARE = 0.5
 
@@ -211,72 +153,3 @@ def topic_links(graph: Graph, passage: int, hub_passages: float, share: float = 
     named = graph.entities_of_relations(graph.relations_of_passages(np.array([passage])))
     found = about(graph, named[graph.passage_counts[named] <= hub_passages], share)
     return found[found != passage]
-
-
-def specificity(passage_counts: np.ndarray) -> np.ndarray:
-    """1 / the number of passages each entity appears in (HippoRAG's node specificity)."""
-    return 1.0 / np.maximum(1, np.asarray(passage_counts))
-
-
-def chain_scores(
-    graph: Graph, relations: np.ndarray, similarities: np.ndarray, hub_passages: float, synonyms: bool = True
-) -> Tuple[np.ndarray, np.ndarray]:
-    """Score candidate relations as two-step chains: s(r) = sim(r) + max sim(r') over the candidates r'
-    that share an entity with r, or a synonym of one. Entities stated in more than `hub_passages`
-    passages ("United States", "2014") link too much to mean anything and do not chain.
-
-    Returns the scores and, for each relation, the candidate index of its best neighbour (-1 if none).
-    The products are |candidates|×|candidates|; the entities' passage counts (`Graph.passage_counts`)
-    are computed over the whole graph once per snapshot.
-    """
-    relations = np.asarray(relations, dtype=np.int64)
-    similarities = np.clip(np.asarray(similarities, dtype=np.float64), 0.0, None)
-    if len(relations) == 0:
-        return similarities, np.zeros(0, dtype=np.int64)
-    incidence = graph.relation_entity[relations]  # C×E
-    keep = np.asarray(graph.passage_counts[incidence.indices] <= hub_passages, dtype=np.float64)
-    incidence = sp.csr_matrix((incidence.data * keep, incidence.indices, incidence.indptr), shape=incidence.shape)
-    incidence.eliminate_zeros()
-    # renumber the entities touched (the candidates' and their synonyms) 0..L-1, so that no product
-    # below allocates anything the size of the whole graph
-    ends = unique(incidence.indices)
-    linked = graph.entity_entity[ends] if synonyms else None  # rows: ends; columns: their synonyms
-    local = ends if linked is None else union(ends, linked.indices)
-    incidence = sp.csr_matrix(
-        (incidence.data, np.searchsorted(local, incidence.indices), incidence.indptr), shape=(len(relations), len(local))
-    )
-    with_synonyms = incidence
-    if linked is not None:  # entity -> its synonyms, as L×L (the rows of `ends` at their local numbers)
-        counts = np.zeros(len(local), dtype=np.int64)
-        counts[np.searchsorted(local, ends)] = np.diff(linked.indptr)
-        indptr = np.concatenate([[0], np.cumsum(counts)])
-        synonyms_of = sp.csr_matrix((linked.data, np.searchsorted(local, linked.indices), indptr), shape=(len(local),) * 2)
-        with_synonyms = incidence + incidence @ synonyms_of
-    adjacency = (incidence @ with_synonyms.T).tocsr()
-    adjacency = (adjacency + adjacency.T).tocsr()
-    adjacency.setdiag(0)
-    adjacency.eliminate_zeros()
-    best = np.full(len(relations), -1, dtype=np.int64)
-    neighbour_score = np.zeros(len(relations))
-    for i in range(len(relations)):  # rows are short: the candidates' local neighbourhoods
-        row = adjacency.indices[adjacency.indptr[i] : adjacency.indptr[i + 1]]
-        if len(row):
-            j = row[np.argmax(similarities[row])]
-            best[i], neighbour_score[i] = j, similarities[j]
-    return similarities + neighbour_score, best
-
-
-def passage_scores(
-    graph: Graph, relations: np.ndarray, relation_scores: np.ndarray
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every passage stating one of `relations`: its best relation score and which relation (candidate
-    index) gave it. Returns (passage positions, scores, best relation index)."""
-    relations = np.asarray(relations, dtype=np.int64)
-    block = graph.relation_passage[relations].tocoo()  # C×P
-    if block.nnz == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64)
-    scores = np.asarray(relation_scores, dtype=np.float64)[block.row]
-    order = np.lexsort((-scores, block.col))  # by passage, best score first
-    cols, first = np.unique(block.col[order], return_index=True)
-    winners = order[first]
-    return cols.astype(np.int64), scores[winners], block.row[winners].astype(np.int64)

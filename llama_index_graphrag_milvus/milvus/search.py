@@ -223,9 +223,9 @@ class CachedSearch:
 
     def similar_entities(self, vectors: np.ndarray, threshold: float, top_k: int) -> List[Dict[int, float]]:
         self.ready()
-        ids = self.cache.entities.ids  # every stored entity, live or not: a link is a fact of both names
-        hits = self.vectors[ENTITIES].within(vectors, threshold, top_k, self.cache.entities.mask())
-        return [{ids[p]: s for p, s in zip(pos.tolist(), sc.tolist())} for pos, sc in hits]
+        ids = self.cache.entities  # every stored entity, live or not: a link is a fact of both names
+        hits = self.vectors[ENTITIES].within(vectors, threshold, top_k, ids.mask())
+        return [dict(zip(ids.ids_at(pos), sc.tolist())) for pos, sc in hits]
 
     def entity_vectors(self, ids: Sequence[int]) -> Dict[int, List[float]]:
         self.ready()

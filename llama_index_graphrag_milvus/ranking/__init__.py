@@ -18,7 +18,7 @@
 A user can pass any object with `name`, `needs_context` and `rank`; one that waits on an LLM writes
 its body as the async `arank`, and its `rank` runs it (`llm.guard.run_sync`), as `LLMRanker` does.
 
-May import: `backends.base` (the `Neighbourhood` read), `graph` (the pure functions), `llm`, `schema`.
+May import: `backends.base` (the `Neighbourhood` read), `graph` (the `Graph` and its walks), `llm`, `schema`.
 """
 
 from llama_index_graphrag_milvus.ranking.base import Ranker, Ranking, RankTask

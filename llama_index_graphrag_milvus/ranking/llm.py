@@ -10,7 +10,7 @@ import numpy as np
 from llama_index.core.llms.llm import LLM
 from llama_index.core.prompts import PromptTemplate
 
-from llama_index_graphrag_milvus.graph.chains import confirmed_chain, related_picks
+from llama_index_graphrag_milvus.ranking.picks import confirmed_chain, related_picks
 from llama_index_graphrag_milvus.llm.guard import run_sync
 from llama_index_graphrag_milvus.llm.prompts import RERANK_PROMPT
 from llama_index_graphrag_milvus.llm.rerank import llm_rerank

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import numpy as np
+import scipy.sparse as sp
 
-from llama_index_graphrag_milvus.graph.sparse import entity_passage_subgraph, personalized_pagerank, specificity
+from llama_index_graphrag_milvus.graph.sparse import Graph, unique
 from llama_index_graphrag_milvus.ranking.base import Ranking, RankTask, chosen_relations
 
 
@@ -63,3 +64,66 @@ def _min_max(values: np.ndarray) -> np.ndarray:
         return values
     low, high = values.min(), values.max()
     return (values - low) / (high - low) if high > low else np.ones_like(values)
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """A local entity–relation–passage graph: node k of `adjacency` is entity `entities[k]` for
+    k < len(entities), then relation `relations[k - len(entities)]`, then the passages."""
+
+    adjacency: sp.csr_matrix
+    entities: np.ndarray
+    relations: np.ndarray
+    passages: np.ndarray
+
+    def slices(self) -> Tuple[slice, slice, slice]:
+        e, r = len(self.entities), len(self.relations)
+        return slice(0, e), slice(e, e + r), slice(e + r, e + r + len(self.passages))
+
+
+def entity_passage_subgraph(graph: Graph, relations: np.ndarray) -> Subgraph:
+    """HippoRAG 2's graph, around candidate `relations`: their entities and their passages, an entity linked
+    to a passage when the passage states a candidate relation of that entity (no relation nodes, so one
+    hop is one step). Only the candidates' rows are read: its cost follows the candidates, whatever the
+    degree of their entities."""
+    relations = np.asarray(relations, dtype=np.int64)
+    re = graph.relation_entity[relations]  # C×E, the candidates' rows only
+    rp = graph.relation_passage[relations]  # C×P
+    entities, passages = unique(re.indices), unique(rp.indices)
+    re = sp.csr_matrix((np.ones(re.nnz), np.searchsorted(entities, re.indices), re.indptr), shape=(len(relations), len(entities)))
+    rp = sp.csr_matrix((np.ones(rp.nnz), np.searchsorted(passages, rp.indices), rp.indptr), shape=(len(relations), len(passages)))
+    ep = (re.T @ rp).tocsr()
+    ep.data[:] = 1.0
+    adjacency = sp.bmat([[None, ep], [ep.T, None]], format="csr")
+    return Subgraph(adjacency.astype(np.float64), entities, np.zeros(0, dtype=np.int64), passages)
+
+
+def personalized_pagerank(
+    adjacency: sp.csr_matrix, personalization: np.ndarray, damping: float = 0.5, iterations: int = 50, tol: float = 1e-9
+) -> np.ndarray:
+    """Personalized PageRank by power iteration on a small symmetric weighted adjacency.
+
+    `damping` is the probability of following an edge (1 - damping restarts at the personalization).
+    Returns a distribution over the nodes; zeros if the personalization is all zero.
+    """
+    total = personalization.sum()
+    if total <= 0:
+        return np.zeros_like(personalization, dtype=np.float64)
+    restart = personalization / total
+    out_weight = np.asarray(adjacency.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, out_weight, out=np.zeros_like(out_weight), where=out_weight > 0)
+    transition = (sp.diags(inverse) @ adjacency).T.tocsr()  # column-stochastic where edges exist
+    dangling = out_weight == 0
+    rank = restart.copy()
+    for _ in range(iterations):
+        step = transition @ rank + rank[dangling].sum() * restart  # dangling mass restarts
+        new = (1 - damping) * restart + damping * step
+        if np.abs(new - rank).sum() < tol:
+            return new
+        rank = new
+    return rank
+
+
+def specificity(passage_counts: np.ndarray) -> np.ndarray:
+    """1 / the number of passages each entity appears in (HippoRAG's node specificity)."""
+    return 1.0 / np.maximum(1, np.asarray(passage_counts))
