@@ -130,56 +130,6 @@ def test_rows_appended_or_rewritten_after_the_index_was_built_are_found(small_li
     assert gap.top_k(vectors[0], 1, alive[:5_000])[0].tolist() == [0]
 
 
-@pytest.fixture
-def half_scan(monkeypatch):
-    """Exact searches over 1,000 rows of 32 values or more scan the half-precision copy."""
-    monkeypatch.setattr(vectors_module, "HALF_SCAN_MIN_VALUES", 1_000 * 32)
-
-
-def near_ties(vectors, rng, rows, copies, noise):
-    """`copies` rows each near `rows` of `vectors`, `noise` apart (as unit vectors): below half
-    precision's resolution (~5e-4), only the float32 scores order them."""
-    planted = np.repeat(vectors[rows], copies, axis=0) + noise * rng.standard_normal((len(rows) * copies, vectors.shape[1]))
-    return planted / np.linalg.norm(planted, axis=1, keepdims=True)
-
-
-@pytest.mark.parametrize("noise", [3e-4, 1e-5])  # near ties within the margin; more than a search fetches
-def test_the_half_precision_scan_returns_the_exact_top_k(half_scan, noise):
-    vectors, queries = clustered(6_000)
-    rng = np.random.default_rng(9)
-    tied = near_ties(vectors, rng, rows=[0, 1, 2], copies=20 if noise > 1e-4 else 60, noise=noise)
-    vectors = np.vstack([vectors, tied])
-    near = vectors[:3] + 0.05 * rng.standard_normal((3, 32))  # in the tied rows' neighbourhoods, where
-    queries = np.vstack([queries, near / np.linalg.norm(near, axis=1, keepdims=True)])  # they differ by ~1e-6
-    cache = VectorCache(32)
-    cache.put(range(len(vectors)), vectors)
-    alive = np.ones(len(vectors), dtype=bool)
-    alive[5::7] = False
-    for query, (positions, scores) in zip(queries, cache.top_k_many(queries, 10, alive)):
-        exact = cache.similarity(query, np.arange(len(vectors)))  # float32, as every search scores
-        exact[~alive] = -np.inf
-        assert scores.tolist() == np.sort(exact)[::-1][:10].tolist()  # the true top 10 (ties: any of them)
-        assert exact[positions].tolist() == scores.tolist() and len(set(positions.tolist())) == 10
-    assert cache.nbytes >= len(vectors) * (4 * 32 + 2 * 32)  # the float32 rows and their half copy
-
-
-def test_rows_written_after_the_half_precision_copy_was_built_are_searched(half_scan):
-    vectors, queries = clustered(8_000)
-    cache = VectorCache(32)
-    cache.put(range(1, 6_000), vectors[1:6_000])  # position 0 left empty
-    alive = np.ones(8_000, dtype=bool)
-    assert cache.top_k(queries[0], 5, alive[:6_000])[0].tolist() == exact_top(vectors[:6_000], np.arange(6_000) > 0, queries[0], 5)
-    cache.put(range(6_000, 8_000), vectors[6_000:])  # appended
-    cache.put([0], [vectors[0]])  # the gap filled
-    moved = -vectors[7]  # rewritten in place
-    cache.put([7], [moved])
-    vectors = vectors.copy()
-    vectors[7] = moved
-    for query in [*queries, vectors[0], moved, vectors[7_999]]:
-        assert cache.top_k(query, 5, alive)[0].tolist() == exact_top(vectors, alive, query, 5)
-    assert cache.top_k(vectors[7_999], 5, alive[:7_000])[0].tolist() == exact_top(vectors[:7_000], alive[:7_000], vectors[7_999], 5)
-
-
 @pytest.mark.parametrize("approximate", [False, True])
 def test_threshold_search_finds_planted_near_duplicates_and_nothing_below_the_threshold(monkeypatch, approximate):
     monkeypatch.setattr(vectors_module, "EXACT_WITHIN_MAX_VALUES", 10**9)
@@ -219,9 +169,7 @@ def test_threshold_search_above_the_limit_on_clustered_rows(small_limits):
         assert scores == pytest.approx(vectors[positions] @ query, abs=1e-5)
 
 
-@pytest.mark.parametrize("limits", ["small_limits", "half_scan"])  # the inverted lists; the half copy
-def test_concurrent_searches_give_the_sequential_results_and_leave_the_blas_threads_alone(request, limits):
-    request.getfixturevalue(limits)
+def test_concurrent_searches_give_the_sequential_results_and_leave_the_blas_threads_alone(small_limits):
     blas_threads = {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
     vectors, queries = clustered(10_000)
     cache = VectorCache(32)

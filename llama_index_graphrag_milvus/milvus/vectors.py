@@ -7,12 +7,10 @@ this copy is a cache: rebuilt from Milvus on open, kept current on every write, 
 
 Scoring given positions is always exact. A search over the whole cache is exact while rows × dimension
 is at most `EXACT_SEARCH_MAX_VALUES` (`top_k`) or `EXACT_WITHIN_MAX_VALUES` (`within`): a numpy matrix
-product, or from `HALF_SCAN_MIN_VALUES` on a faiss scan of a half-precision copy (half the bytes read,
-one thread) whose rounding is bounded, so that the rows it could misplace are rescored exactly. Above
-the limits it asks a faiss inverted-file index (about sqrt(rows) k-means lists, 8-bit codes, inner
-product) for candidates from the lists nearest the query, then scores them exactly from the float32
-copy. Either index is built on first use and extended with the rows written since the last search; the
-inverted lists are retrained when the rows double.
+product on one thread. Above the limits it asks a faiss inverted-file index (about sqrt(rows) k-means
+lists, 8-bit codes, inner product) for candidates from the lists nearest the query, then scores them
+exactly from the float32 copy. The index is built on first use and extended with the rows written since
+the last search; its lists are retrained when the rows double.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -32,14 +30,6 @@ EXACT_SEARCH_MAX_VALUES = 1 << 24
 #: The same for threshold searches (`within`, batches of new entities at ingest), lower: their exact
 #: product also compares every score.
 EXACT_WITHIN_MAX_VALUES = 1 << 23
-#: Exact top-k searches over at least this many values scan a half-precision copy with faiss: on one
-#: thread about twice as fast as numpy's float32 product over 3×10^4 rows (2Wiki's relations: 3.2 vs
-#: 6.8 ms; several queries at once 8 vs 13 ms), for 2 bytes a value more.
-HALF_SCAN_MIN_VALUES = 1 << 21
-#: A bound on |q·v − q·half(v)| for unit q and v: half precision keeps 11 significant bits, so
-#: ‖v − half(v)‖ ≤ 2^-11 ≈ 4.9e-4, and faiss's float32 sum of d products adds at most d·2^-24 (6e-5 at
-#: d = 1024). Rows within twice this of a query's k-th half-precision score are rescored exactly.
-HALF_ERROR = 1e-3
 
 
 class VectorCache:
@@ -53,7 +43,7 @@ class VectorCache:
         self._vectors = np.zeros((0, dim), dtype=np.float32)
         self._known = np.zeros(0, dtype=bool)
         self._size = 0
-        self._indexes: Dict[bool, _Index] = {}  # built on first use: the inverted lists, the half copy
+        self._index: Optional[_Index] = None  # built on first use
 
     def put(self, positions: Sequence[int], vectors: Sequence[Sequence[float]], unit: bool = False) -> None:
         """Rows at positions, made unit length (`unit`: they are already, as `rows` gave them)."""
@@ -71,7 +61,8 @@ class VectorCache:
                 known = np.zeros(capacity, dtype=bool)
                 known[: self._size] = self._known[: self._size]
                 self._vectors, self._known = grown, known
-            for index in self._indexes.values():  # rows an index already covers: re-add the new or changed ones
+            index = self._index
+            if index is not None:  # rows the index already covers: re-add the new or changed ones
                 below = positions < index.covered
                 old = positions[below]
                 changed = ~self._known[old] | (self._vectors[old] != rows[below]).any(axis=1)
@@ -127,8 +118,6 @@ class VectorCache:
         k = min(k, int(live.sum()))
         if k <= 0:
             return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in queries]
-        if n * vectors.shape[1] >= HALF_SCAN_MIN_VALUES:
-            return self._half_scan(unit, k, live, n)
         return self._product(unit, k, live, n)
 
     def _product(self, unit: np.ndarray, k: int, live: np.ndarray, n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
@@ -169,28 +158,6 @@ class VectorCache:
         split = np.searchsorted(query, np.arange(len(unit) + 1))  # np.nonzero is row-major: sorted by query
         return [_top(rows[a:b], scores[a:b], k) for a, b in zip(split[:-1], split[1:])]
 
-    def _half_scan(self, unit: np.ndarray, k: int, live: np.ndarray, n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
-        """The exact `k` best `live` rows among the first `n`, from the half-precision copy: a row of the
-        true top k scores there at least the k-th score − 2 × `HALF_ERROR`, so those rows are rescored
-        from float32. A query whose rows fetched all lie within that margin (near ties) takes the product."""
-        count = int(live.sum())
-        approx, candidates = self._current(n, half=True).search(unit, min(count, 2 * k + 16), live)
-        found: List[Any] = []
-        ties = []
-        for i, (query, rows, scores) in enumerate(zip(unit, candidates, approx)):
-            rows, scores = rows[rows >= 0], scores[rows >= 0]  # (-1: rows written meanwhile, past the mask)
-            if len(rows) < count:  # rows left unfetched score below the last one fetched
-                floor = scores[k - 1] - 2 * HALF_ERROR if len(rows) >= k else None
-                if floor is None or scores[-1] >= floor:
-                    ties.append(i)
-                    found.append(None)
-                    continue
-                rows = rows[scores >= floor]
-            found.append(_top(rows, cosines(self._vectors[rows], query), k))
-        for i, result in zip(ties, self._product(unit[ties], k, live, n) if ties else []):
-            found[i] = result
-        return found
-
     def _search(
         self, unit: np.ndarray, k: int, threshold: Optional[float], alive: np.ndarray, n: int
     ) -> List[Tuple[np.ndarray, np.ndarray]]:
@@ -208,37 +175,32 @@ class VectorCache:
             found.extend(_top(row[ok], score[ok], k) for row, score, ok in zip(ids, scores, keep))
         return found
 
-    def _current(self, n: int, half: bool = False) -> "_Index":
-        """The index (inverted lists, or with `half` the half-precision copy), covering at least the
-        first `n` rows."""
+    def _current(self, n: int) -> "_Index":
+        """The index, covering at least the first `n` rows."""
         with self._lock:
-            index = self._indexes.get(half)
-            if index is None and half:
-                index = _Index.flat_half(self._vectors.shape[1])
-            elif not half and (index is None or n >= 2 * index.trained_on):  # (re)train on all rows
+            index = self._index
+            if index is None or n >= 2 * index.trained_on:  # (re)train on all rows
                 index = _Index.train(self._vectors, np.flatnonzero(self._known[: self._size]))
             index.extend(self._vectors, self._known, self._size)
-            self._indexes[half] = index
+            self._index = index
             return index
 
     @property
     def nbytes(self) -> int:
-        index = sum(index.nbytes for index in self._indexes.values())
+        index = self._index.nbytes if self._index is not None else 0
         return int(self._vectors.nbytes + self._known.nbytes + index)
 
 
 class _Index:
-    """A faiss index over rows of a `VectorCache`, with row positions as ids: an IVF index (inner
-    product, 8-bit scalar-quantized codes), or a flat one of half-precision rows (`half`). Changes
-    (`extend`) exclude searches, searches run concurrently."""
+    """A faiss IVF index (inner product, 8-bit scalar-quantized codes) over rows of a `VectorCache`, with
+    row positions as ids. Changes (`extend`) exclude searches, searches run concurrently."""
 
     def __init__(self, index: Any, trained_on: int) -> None:
         self.index = index
         self.trained_on = trained_on
         self.covered = 0  # rows [0, covered) are in the index, but for those in `stale`
         self.stale: List[np.ndarray] = []  # positions below `covered` written since: to (re-)add
-        self.half = not hasattr(index, "nlist")
-        self.nprobe = 0 if self.half else min(index.nlist, max(16, index.nlist // 32))
+        self.nprobe = min(index.nlist, max(16, index.nlist // 32))
         self._readers = 0
         self._changing = threading.Condition()
 
@@ -259,12 +221,6 @@ class _Index:
         index.train(sample)
         return cls(index, trained_on=n)
 
-    @classmethod
-    def flat_half(cls, dim: int) -> "_Index":
-        """An empty flat index of half-precision rows, compared whole with every query."""
-        faiss = _faiss()
-        return cls(faiss.IndexIDMap(faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)), 0)
-
     def extend(self, vectors: np.ndarray, known: np.ndarray, size: int) -> None:
         """Add the known rows in [covered, size) and the stale ones (caller holds the cache's lock)."""
         stale = np.unique(np.concatenate(self.stale)) if self.stale else np.zeros(0, dtype=np.int64)
@@ -275,7 +231,7 @@ class _Index:
         faiss = _faiss()
         with self._changing:
             self._changing.wait_for(lambda: self._readers == 0)
-            _faiss_threads(len(ids) * (1 if self.half else self.index.nlist))
+            _faiss_threads(len(ids) * self.index.nlist)
             if len(stale):  # absent ids are ignored: a stale row may be new
                 self.index.remove_ids(faiss.IDSelectorBatch(len(stale), faiss.swig_ptr(stale)))
             for start in range(0, len(ids), 65_536):  # a bounded copy of the rows at a time
@@ -285,7 +241,7 @@ class _Index:
 
     def search(self, unit: np.ndarray, fetch: int, alive: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Up to `fetch` candidates per query, `alive` ones only, from the `nprobe` lists nearest each
-        query (or every row): their scores in the index, and their positions (-1 pads)."""
+        query: their scores in the index, and their positions (-1 pads)."""
         faiss = _faiss()
         bits = None
         if not alive.all():
@@ -293,11 +249,10 @@ class _Index:
         with self._changing:
             self._readers += 1
         try:
-            params = faiss.SearchParameters() if self.half else faiss.SearchParametersIVF(nprobe=self.nprobe)
+            params = faiss.SearchParametersIVF(nprobe=self.nprobe)
             if bits is not None:
                 params.sel = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
-            share = 1 if self.half else self.nprobe / self.index.nlist
-            _faiss_threads(int(len(unit) * share * self.index.ntotal))
+            _faiss_threads(int(len(unit) * self.nprobe / self.index.nlist * self.index.ntotal))
             scores, ids = self.index.search(np.ascontiguousarray(unit, dtype=np.float32), fetch, params=params)
         finally:
             with self._changing:
@@ -310,8 +265,6 @@ class _Index:
     @property
     def nbytes(self) -> int:
         index = self.index
-        if self.half:
-            return int(index.ntotal * (2 * index.d + 8))  # a half-precision row and an id
         lists = index.ntotal * (index.code_size + 8)  # a code and an id per row
         return int(lists + index.nlist * index.d * 4 + 2 * index.d * 4)  # + centroids, quantizer ranges
 
