@@ -195,7 +195,7 @@ class GraphRAGRetriever(BaseRetriever):
         t0, store, llm = time.perf_counter(), self.store, self.llm
         run.mentions, failed = await question_mentions(run.query, store.has_entities, llm, self.ner_prompt)
         vectors = await _mention_vectors(store, run.mentions) if run.mentions else []
-        run.seed_entities = [e for hits in store.search_entities(vectors, self.entity_top_k) for e in hits]
+        run.seed_entities = [e for hits in store.search.entities(vectors, self.entity_top_k) for e in hits]
         names, by_llm = [f"{e.name} ({e.score:.3f})" for e in run.seed_entities], llm is not None
         _emit(ev.GraphRAGEntitySearchEvent, run, t0, mentions=[*run.mentions], entities=names, by_llm=by_llm)
         return failed
@@ -203,14 +203,14 @@ class GraphRAGRetriever(BaseRetriever):
     @dispatcher.span
     def _relation_search(self, run: Retrieval, vector: List[float]) -> List[Scored]:
         t0 = time.perf_counter()
-        seeds = self.store.search_relations(vector, self.relation_top_k)
+        seeds = self.store.search.relations(vector, self.relation_top_k)
         _emit(ev.GraphRAGRelationSearchEvent, run, t0, relation_ids=_ids(seeds), scores=[s for _, s in seeds])
         return seeds
 
     @dispatcher.span
     def _dense_search(self, run: Retrieval, vector: List[float]) -> None:
         t0, top_k = time.perf_counter(), max(self.similarity_top_k, self.dense_seed_k)
-        run.dense = self.store.search_passage_ids(vector, top_k, self._only)
+        run.dense = self.store.search.passages(vector, top_k, self._only)
         scores = [s for _, s in run.dense]
         _emit(ev.GraphRAGDenseSearchEvent, run, t0, passage_ids=_ids(run.dense), scores=scores)
 
@@ -218,7 +218,7 @@ class GraphRAGRetriever(BaseRetriever):
     def _expand(self, run: Retrieval, vector: List[float], seeds: List[Scored]) -> RankTask:
         """Expand the seeds over the graph (only passages passing `filters`); return what the ranker reads."""
         t0 = time.perf_counter()
-        hood = self.store.expand(
+        hood = self.store.backend.expand(
             Expansion(
                 vector=vector,
                 entities=[e.id for e in run.seed_entities],

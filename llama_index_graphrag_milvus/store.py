@@ -12,32 +12,29 @@ in `ingest.writes`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
-import itertools
 import logging
 import threading
 from functools import partial
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, NodeWithScore, TransformComponent
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from llama_index_graphrag_milvus.backends.base import Expansion, GraphBackend, Neighbourhood
+from llama_index_graphrag_milvus.backends.base import GraphBackend
 from llama_index_graphrag_milvus.backends.choice import check_settings, open_backend
 from llama_index_graphrag_milvus.embeddings import resolve_embed_model
 from llama_index_graphrag_milvus.errors import GraphStoreError, unexpected_keywords
 from llama_index_graphrag_milvus.ingest.compact import compact
 from llama_index_graphrag_milvus.ingest.rows import MAX_PASSAGE_BYTES, PASSAGE_FIELDS, checked
-from llama_index_graphrag_milvus.ingest.writes import Writer, passages_of
+from llama_index_graphrag_milvus.ingest.writes import Writer, add_in_chunks, passages_of
 from llama_index_graphrag_milvus.llm.mentions import known_names
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, PASSAGES, RELATIONS, Collections, is_local_path
 from llama_index_graphrag_milvus.milvus.filters import milvus_literal
-from llama_index_graphrag_milvus.milvus.search import PassageCheck, VectorSearch
-from llama_index_graphrag_milvus.milvus.vector_store import PassageVectorStore
-from llama_index_graphrag_milvus.schema import ScoredEntity, Triplet
+from llama_index_graphrag_milvus.milvus.search import VectorSearch
+from llama_index_graphrag_milvus.schema import Triplet
 
 __all__ = ["DEFAULT_URI", "MAX_PASSAGE_BYTES", "GraphStoreError", "MilvusGraphStore", "milvus_literal"]
 
@@ -66,9 +63,8 @@ class MilvusGraphStore:
             FLAT (exact) by default on Milvus Lite, whose HNSW loses hits in filtered search, AUTOINDEX on a server.
         synonym_threshold: Entities whose embeddings are at least this close (cosine) are linked, and each
             keeps its best links as synonyms, so that chains continue across spellings; None: no links.
-        vector_cache: Search a float32 copy of the vectors in memory, not Milvus (4·dim bytes a row; exact
-            numpy while small, faiss above: `milvus.vectors`). On by default for Milvus Lite, whose every
-            call is slow, off for a server. Needs `adjacency="memory"`.
+        vector_cache: Search a float32 copy of the vectors in memory, not Milvus (4·dim bytes a row,
+            `milvus.vectors`): on by default for Milvus Lite, off for a server. Needs `adjacency="memory"`.
         adjacency: "memory" (the default) derives the sparse adjacency in this process when first used;
             "milvus" keeps none: every hop reads what it touches from Milvus, by indexed fields, for graphs
             larger than one process's memory. Both give the same answers.
@@ -140,10 +136,9 @@ class MilvusGraphStore:
         self._connect(*self._open_backend(False))
 
     def sync(self) -> bool:
-        """Catch up with what other stores wrote to these collections (other processes, on a server): if
-        Milvus' log holds a write the caches do not, build new caches from Milvus, swap them in and
-        return True; one read of the log when nothing changed. A retrieval across the swap reads the new
-        caches from its next step on. False with `adjacency="milvus"`, which reads Milvus at every hop."""
+        """Catch up with other stores' writes (other processes, on a server): if Milvus' log holds a write
+        the caches do not, swap in new caches built from Milvus and return True; else one read of the log.
+        False with `adjacency="milvus"`, which reads Milvus at every hop."""
         with self._write_lock:
             if not self._graph.behind():
                 return False
@@ -152,30 +147,25 @@ class MilvusGraphStore:
             self._connect(graph, search)
             return True
 
-    @property
-    def vector_store(self) -> PassageVectorStore:
-        """The passages collection as a standard `MilvusVectorStore`, for plain vector RAG on the same
-        rows and for `IngestionPipeline(vector_store=...)` (its writes and deletes come here)."""
-        return self.collections.vector_store
+    vector_store = property(lambda self: self.collections.vector_store, doc="""The passages collection as a standard
+        `MilvusVectorStore`, for plain vector RAG on the same rows and `IngestionPipeline(vector_store=...)`.""")
 
     client = property(lambda self: self.collections.client, doc="The `MilvusClient` (None once closed).")
 
     #: The names of the three collections of embedded facts.
-    entities_collection = property(lambda self: self.collections.names[ENTITIES])
-    relations_collection = property(lambda self: self.collections.names[RELATIONS])
-    passages_collection = property(lambda self: self.collections.names[PASSAGES])
+    entities_collection, relations_collection, passages_collection = (
+        property(lambda self, kind=kind: self.collections.names[kind]) for kind in (ENTITIES, RELATIONS, PASSAGES))
 
-    backend = property(lambda self: self._graph, doc="The graph backend (`MemoryGraph` or `MilvusGraph`).")
+    backend = property(lambda self: self._graph, doc="The graph backend (`MemoryGraph` or `MilvusGraph`): `expand`, hops.")
+    search = property(lambda self: self._search, doc="The vector search (`CachedSearch` or `MilvusSearch`) over live rows.")
 
     def add(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
         """Store passage nodes with their triplets (by default, those in their metadata); return their ids.
 
-        Idempotent: a passage stored as given (relations, metadata, source, carried embedding) is skipped;
-        one whose metadata alone changed is written again alone (embedded if its embedded text changed).
-        Known entities and relations are not embedded again. Every row is a fact upserted whole, each
-        passage after the facts it names, so that an interrupted call leaves a consistent store and, run
-        again, completes it (`docs/design/consistency.md`).
-        """
+        Idempotent: a passage stored as given is skipped; one whose metadata alone changed is written again
+        alone. Known entities and relations are not embedded again. Every row is a fact upserted whole, each
+        passage after the facts it names: an interrupted call, run again, completes the store
+        (`docs/design/consistency.md`)."""
         nodes, triplets = checked(nodes, triplets)
         with self._write_lock:
             return self._writer.add(nodes, triplets)
@@ -185,16 +175,7 @@ class MilvusGraphStore:
         """`add` a chunk at a time, for a big load: `nodes` (any iterable, read `chunk_size` at a time) with
         their triplets, or through `transform` (a `GraphRAGTransform` on this store). Returns the rows
         stored, by collection."""
-        from tqdm.auto import tqdm
-
-        from llama_index_graphrag_milvus.llm.guard import run_sync
-
-        it = iter(nodes)
-        with tqdm(total=len(nodes) if hasattr(nodes, "__len__") else None, desc="Bulk load", unit="passage",
-                  disable=not show_progress) as bar:
-            while chunk := list(itertools.islice(it, chunk_size)):
-                self.add(chunk, None if transform is None else run_sync(transform._atriplets(chunk)))
-                bar.update(len(chunk))
+        add_in_chunks(self.add, nodes, transform, chunk_size, show_progress)
         return self.count()
 
     def delete(self, ref_doc_id: str) -> None:
@@ -214,20 +195,19 @@ class MilvusGraphStore:
             self._writer.clear()
 
     def compact(self) -> Dict[str, int]:
-        """Delete what no stored passage states any more (relations, entities, their links, statements of
-        passages not stored), left by deletes and interrupted writes; return the rows deleted, by
-        collection. It reads every fact's id: run it when no other process writes this store."""
+        """Delete what no stored passage states (relations, entities, their links, stray statements), left by
+        deletes and interrupted writes; the rows deleted, by collection. Run it while nothing else writes."""
         with self._write_lock:
             deleted = compact(self.collections)
             self._renew()
             return deleted
 
     async def aadd(self, nodes: Sequence[BaseNode], triplets: Optional[Sequence[Sequence[Triplet]]] = None) -> List[str]:
-        """Async `add`: the work runs off the event loop."""
+        """`add` off the event loop."""
         return await asyncio.to_thread(self.add, nodes, triplets)
 
     async def adelete(self, ref_doc_id: str) -> None:
-        """Async `delete`: the work runs off the event loop."""
+        """`delete` off the event loop."""
         await asyncio.to_thread(self.delete, ref_doc_id)
 
     def flush(self) -> None:
@@ -237,7 +217,7 @@ class MilvusGraphStore:
     @property
     def generation(self) -> str:
         """A token of the store's state in Milvus, changed by every write of any store on it."""
-        return hashlib.blake2b("\n".join(sorted(self.collections.log_ids())).encode(), digest_size=16).hexdigest()
+        return self.collections.generation()
 
     def count(self) -> Dict[str, int]:
         """Rows stored in each collection of embedded facts, as Milvus counts them (live or not)."""
@@ -265,36 +245,14 @@ class MilvusGraphStore:
         live = [e for e, ok in zip(ids, self.has_entities(ids)) if ok]
         return self._search.entity_vectors(live) if live else {}
 
-    def search_entities(self, vectors: Sequence[Sequence[float]], top_k: int) -> List[List[ScoredEntity]]:
-        """For each vector, the `top_k` nearest live entities."""
-        return self._search.entities(vectors, top_k)
-
-    def search_relations(self, vector: Sequence[float], top_k: int) -> List[Tuple[int, float]]:
-        """The `top_k` live relations nearest to `vector`, as (relation id, cosine)."""
-        return self._search.relations(vector, top_k)
-
-    def search_passage_ids(self, vector: Sequence[float], top_k: int, only: Optional[PassageCheck] = None) -> List[Tuple[str, float]]:
-        """The `top_k` passages nearest to `vector` (of those passing `only`: see `PassageCheck`), as (id, cosine)."""
-        return self._search.passages(vector, top_k, only)
-
     def search_passages(self, vector: Sequence[float], top_k: int) -> List[NodeWithScore]:
         """Plain dense retrieval of passages by Milvus' own search (the vector RAG baseline)."""
         hits = self.collections.search(PASSAGES, [vector], top_k, fields=PASSAGE_FIELDS)[0]
         return [NodeWithScore(node=_to_node(row), score=score) for _, score, row in hits]
 
-    def passage_similarities(self, vector: Sequence[float], passage_ids: Sequence[str]) -> Dict[str, float]:
-        """The cosine of `vector` with each of the given passages that is stored."""
-        return self._search.passage_similarities(vector, passage_ids)
-
-    def expand(self, request: Expansion) -> Neighbourhood:
-        """The candidate relations of a retrieval, and the adjacency around them."""
-        return self._graph.expand(request)
-
     def linked_passages(self, passage_id: str, hub_fraction: float = 0.02) -> List[str]:
-        """The passages about an entity that `passage_id` names (at least half of a passage's relations
-        name its entity: a title link's subject, an LLM's triples' main subject); hubs, the entities stated
-        in more than `hub_fraction` of the passages (at least 20 passages, at most 200: `hub_limit`), are
-        not followed, as in walks."""
+        """The passages about an entity `passage_id` names (half their relations name it), hubs (entities in
+        more than `hub_fraction` of the passages, 20 to 200: `hub_limit`) not followed, as in walks."""
         return self._graph.linked_passages(passage_id, hub_fraction)
 
     def synonyms_of(self, entity_ids: Sequence[int]) -> Dict[int, Set[int]]:

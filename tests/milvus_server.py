@@ -351,7 +351,7 @@ def milvus_mode_mismatches(store: Any, open_milvus_store: Callable[[], Any]) -> 
         for question in (QUESTION, EULER_QUESTION, "What did Jakob Bernoulli discover?"):
             for degree in (1, 2):
                 reference = GraphRAGRetriever(store=store, ranker="similarity", expansion_degree=degree).trace(question)
-                hood = other.expand(
+                hood = other.backend.expand(
                     Expansion(
                         vector=other.embed_model.get_query_embedding(question),
                         entities=[e.id for e in reference.seed_entities],

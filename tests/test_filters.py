@@ -250,7 +250,7 @@ def many(tmp_path_factory):
 def _brute_force(store, vector, check, top_k):
     """The `top_k` passing passages by cosine, ties by id: what a filtered search must give."""
     ids = [row["id"] for row in store.collections.query(PASSAGES, 'id != ""', ["id"])]
-    cosines = store.passage_similarities(vector, sorted(check(ids)))
+    cosines = store.search.passage_similarities(vector, sorted(check(ids)))
     return sorted(cosines, key=lambda p: (-cosines[p], p))[:top_k]
 
 
@@ -266,9 +266,9 @@ def test_the_filtered_passage_search_is_exact(many, mode, fetch, check_max, monk
         vector = store.embed_model.get_query_embedding(question)
         for flt in filters:
             check = PassageCheck.of(store.collections, flt)
-            found = store.search_passage_ids(vector, 4, check)
+            found = store.search.passages(vector, 4, check)
             assert [p for p, _ in found] == _brute_force(store, vector, check, 4)
-            cosines = store.passage_similarities(vector, [p for p, _ in found])
+            cosines = store.search.passage_similarities(vector, [p for p, _ in found])
             assert all(score == pytest.approx(cosines[p], abs=1e-6) for p, score in found)
 
 
@@ -276,7 +276,7 @@ def test_both_modes_search_the_same_passages(many):
     for question in ("a river near the tower", "desert canyon"):
         for flt in (where(f("owner", "carol")), where(f("rank", 10, Op.LT), f("owner", "alice", Op.NE))):
             found = [
-                [p for p, _ in s.search_passage_ids(s.embed_model.get_query_embedding(question), 5,
+                [p for p, _ in s.search.passages(s.embed_model.get_query_embedding(question), 5,
                                                     PassageCheck.of(s.collections, flt))]
                 for s in many.values()
             ]
@@ -286,7 +286,7 @@ def test_both_modes_search_the_same_passages(many):
 def test_without_filters_the_search_is_unchanged(many):
     store = many["memory"]
     vector = store.embed_model.get_query_embedding("island harbour")
-    assert store.search_passage_ids(vector, 5) == store.search_passage_ids(vector, 5, None)
+    assert store.search.passages(vector, 5) == store.search.passages(vector, 5, None)
 
 
 # injections widen nothing --------------------------------------------------------------------------
@@ -334,7 +334,7 @@ def _everything(store, flt):
     vector = store.embed_model.get_query_embedding("Who builds bridges in Basel?")
     ids = [row["id"] for row in store.collections.query(PASSAGES, 'id != ""', ["id"])]
     found = {
-        "search": {p for p, _ in store.search_passage_ids(vector, 10, check)},
+        "search": {p for p, _ in store.search.passages(vector, 10, check)},
         "milvus_search": {p for p, _ in MilvusSearch(store.collections).passages(vector, 10, check)},
         "check": check(ids),
         "query": {row["id"] for row in store.collections.query(PASSAGES, check.expr, ["id"])},
@@ -405,10 +405,10 @@ def _task(store, question, check):
     """The ranking task of a filtered retrieval, step by step as the retriever takes them."""
     vector = store.embed_model.get_query_embedding(question)
     mentions = store.match_entities(question)
-    entities = [e for hits in store.search_entities(store.embed_model.get_text_embedding_batch(mentions), 3) for e in hits]
-    relations = store.search_relations(vector, 5)
-    dense = store.search_passage_ids(vector, 3, check)
-    hood = store.expand(Expansion(vector, [e.id for e in entities], [r for r, _ in relations], [p for p, _ in dense], degree=2))
+    entities = [e for hits in store.search.entities(store.embed_model.get_text_embedding_batch(mentions), 3) for e in hits]
+    relations = store.search.relations(vector, 5)
+    dense = store.search.passages(vector, 3, check)
+    hood = store.backend.expand(Expansion(vector, [e.id for e in entities], [r for r, _ in relations], [p for p, _ in dense], degree=2))
     restricted = hood.restricted(check) if check is not None else hood
     task = RankTask(query=question, vector=vector, neighbourhood=restricted, dense=dense, seed_entities=entities,
                     seed_relations=relations, top_n=3, dense_seed_k=3, store=store)

@@ -78,7 +78,7 @@ def test_the_same_passage_with_new_metadata_is_stored_and_embedded_again_alone(m
     assert kinds == ["passages"]  # the graph is untouched
     assert store.get_passages([pid])[pid].metadata == {"source": "v2"}
     vector = hash_embed.get_text_embedding(renewed.get_content(MetadataMode.EMBED))  # the metadata is embedded
-    assert store.passage_similarities(vector, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
+    assert store.search.passage_similarities(vector, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
     assert store.count() == {"entities": 2, "relations": 1, "passages": 1}
 
 
@@ -111,7 +111,7 @@ def test_a_new_embedding_a_node_carries_replaces_the_stored_one(make_store, monk
     assert kinds == []
     store.add([chunk(embedding=second)], [STUDIED])
     assert kinds == ["passages"]
-    assert store.passage_similarities(second, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
+    assert store.search.passage_similarities(second, [pid])[pid] == pytest.approx(1.0, abs=1e-5)
     assert store.search_passages(second, 1)[0].node.get_content() == EULER
 
 

@@ -11,10 +11,11 @@ relation that is not stored, and running it again writes what it had not. Nothin
 
 from __future__ import annotations
 
+import itertools
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -53,6 +54,22 @@ def passages_of(collections: Collections, ref_doc_ids: Sequence[str]) -> Dict[st
         for row in collections.query(PASSAGES, id_filter(batch, "doc_id"), ["id", "doc_id"]):
             found.setdefault(row["doc_id"], []).append(row["id"])
     return found
+
+
+def add_in_chunks(add: Callable[..., Any], nodes: Iterable[BaseNode], transform: Any, chunk_size: int,
+                  show_progress: bool) -> None:
+    """`add(chunk, triplets)` for each `chunk_size` nodes of `nodes` (their metadata's triplets, or
+    `transform`'s), with a progress bar."""
+    from tqdm.auto import tqdm
+
+    from llama_index_graphrag_milvus.llm.guard import run_sync
+
+    it = iter(nodes)
+    with tqdm(total=len(nodes) if hasattr(nodes, "__len__") else None, desc="Bulk load", unit="passage",
+              disable=not show_progress) as bar:
+        while chunk := list(itertools.islice(it, chunk_size)):
+            add(chunk, None if transform is None else run_sync(transform._atriplets(chunk)))
+            bar.update(len(chunk))
 
 
 @dataclass

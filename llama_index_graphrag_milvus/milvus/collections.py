@@ -10,6 +10,8 @@ passages collection is a standard LlamaIndex Milvus collection, opened through `
 
 from __future__ import annotations
 
+import hashlib
+
 import logging
 import time
 import uuid
@@ -235,6 +237,10 @@ class Collections:
         rows = self.client.query(self.names[LOG], filter='id != ""', output_fields=["id"], limit=QUERY_LIMIT,
                                  consistency_level="Strong")
         return frozenset(row["id"] for row in rows)
+
+    def generation(self) -> str:
+        """A digest of the log's ids: changed by every write of any store on these collections."""
+        return hashlib.blake2b("\n".join(sorted(self.log_ids())).encode(), digest_size=16).hexdigest()
 
     def begin(self) -> str:
         """Log that a write begins (before its first row); its token."""

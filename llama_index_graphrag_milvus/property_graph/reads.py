@@ -177,7 +177,7 @@ class Reader:
             )
         top_k = max(1, query.similarity_top_k)
         scores: Dict[int, float] = {}
-        for hit in self.rows.store.search_entities([vector], top_k)[0]:
+        for hit in self.rows.store.search.entities([vector], top_k)[0]:
             scores[int(hit.id)] = max(scores.get(int(hit.id), -2.0), float(hit.score))
         for eid, score in self.rows.search_standalone(vector, top_k):
             scores[eid] = max(scores.get(eid, -2.0), score)

@@ -66,7 +66,7 @@ class RankTask:
             self._cosines.update(self.dense)
         missing = [p for p in passage_ids if p not in self._cosines]
         if missing:
-            self._cosines.update(self.store.passage_similarities(self.vector, missing))
+            self._cosines.update(self.store.search.passage_similarities(self.vector, missing))
         return {p: self._cosines[p] for p in passage_ids if p in self._cosines}
 
 
