@@ -187,3 +187,27 @@ def test_another_stores_write_while_this_one_plans_or_writes_is_caught_up_after(
     assert store.sync()
     assert store.match_entities("Did Ann or Bob visit Orsk or Tula?") == ["ann", "bob", "orsk", "tula"]
     assert store.backend.counts() == store.count()
+
+
+def test_a_write_is_quiet_only_if_the_log_shows_no_other_write_between_its_two_reads():
+    from llama_index_graphrag_milvus.milvus.collections import Collections
+
+    quiet, before = Collections.quiet, frozenset({"a.begin", "a.end", "b.end"})
+    assert quiet(before, before | {"t.begin"}, "t")
+    assert not quiet(before, before | {"t.begin", "c.begin"}, "t")  # another began meanwhile
+    assert not quiet(before, frozenset({"t.begin", "c.end"}), "t")  # began, wrote and pruned the log: its end
+    assert not quiet(before | {"c.begin"}, before | {"c.begin", "t.begin"}, "t")  # under way before
+
+
+def test_writes_prune_finished_writes_from_the_log_never_one_under_way(make_store):
+    from llama_index_graphrag_milvus.milvus.collections import LOG, LOG_SLACK
+
+    store = make_store()
+    log = store.collections
+    log.client.upsert(log.names[LOG], [{"id": "crashed.begin", "embedding": [0.0, 0.0]}])  # a writer that died
+    for i in range(LOG_SLACK + 4):
+        store.add([TextNode(id_=f"n{i}", text=f"Bob{i} visited Orsk.", metadata={"triplets": [[f"Bob{i}", "visited", "Orsk"]]})])
+    rows = log.log_ids()
+    assert "crashed.begin" in rows and len(rows) <= LOG_SLACK + 2
+    store.compact()  # nothing else writes: the log keeps compact's own end alone
+    assert len(log.log_ids()) == 1

@@ -15,7 +15,7 @@ import itertools
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -99,14 +99,15 @@ class Writer:
             if stored.get(pid) != ts.keys() or needs_rewrite(rows[pid], held.get(pid), node.embedding)
         }
         if todo:
-            self._write(self._plan(todo, stored, held, rows))
+            before = self._log_if_shared()  # before the plan's link search: see `_others_links`
+            self._write(self._plan(todo, stored, held, rows), before)
         return pids
 
     def delete_passages(self, pids: Sequence[str]) -> None:
         """Delete passages by id, with their statements (what only they stated is left, not live)."""
         pids = list(dict.fromkeys(pids))
         if pids:
-            self._logged(lambda: self._delete(pids), Written(deleted=pids), 0)
+            self._logged(lambda token: self._delete(pids), Written(deleted=pids), 0)
 
     def _delete(self, pids: List[str]) -> None:
         self.collections.delete(STATEMENTS, pids, field="passage_id")  # first: a delete run again finds the passages
@@ -114,7 +115,7 @@ class Writer:
 
     def clear(self) -> None:
         """Delete every row (the collections stay, so that concurrent readers see an empty store)."""
-        def clear() -> None:
+        def clear(token: str) -> None:
             self.collections.delete_all()
             self.graph.reset()
 
@@ -177,14 +178,14 @@ class Writer:
             row["embedding"] = embedded[i].tolist() if i in embedded else list(kept.get(i, nodes[i].embedding))
 
     # writing ----------------------------------------------------------------------------------
-    def _write(self, plan: _Plan) -> None:
+    def _write(self, plan: _Plan, before: Optional[FrozenSet[str]]) -> None:
         written, passages = plan.written, plan.written.passages
         done = [0]  # passages written
 
-        def write() -> None:
+        def write(token: str) -> None:
             for kind, rows in ((LINKS, written.links), (ENTITIES, written.entities), (RELATIONS, written.relations)):
                 self._upsert(kind, rows)
-            others = self._others_links(plan)  # another writer's new names, near ours: after our entities
+            others = self._others_links(plan, before, token)  # another writer's new names near ours: after ours
             self._upsert(STATEMENTS, plan.statements)
             for batch in chunked(passages, self.batch_size):
                 self.collections.upsert(PASSAGES, batch)
@@ -194,12 +195,17 @@ class Writer:
 
         self._logged(write, written, len(passages), done)
 
-    def _others_links(self, plan: _Plan) -> Optional["Future[List[Dict[str, Any]]]"]:
+    def _log_if_shared(self) -> Optional[FrozenSet[str]]:
+        """The log, read Strong, where other processes may write at once (a server) and links are made."""
+        return None if self.collections.is_lite or self.synonym_threshold is None else self.collections.log_ids()
+
+    def _others_links(self, plan: _Plan, before: Optional[FrozenSet[str]], token: str) -> Optional["Future[List[Dict[str, Any]]]"]:
         """On a server, where other processes may write at once: the links of this write's new entities to
         entities written meanwhile, found by a Strong search once ours are stored (so that of two writes
         adding near names at once, the later search sees the other's), in a thread while the passages are
-        written. On Milvus Lite one process writes: the planned links are all of them."""
-        if self.collections.is_lite or self.synonym_threshold is None or not plan.written.entities:
+        written; unless the log read `before` the plan's search and now says no other write ran meanwhile
+        (`Collections.quiet`). On Milvus Lite one process writes: the planned links are all of them."""
+        if before is None or not plan.written.entities or self.collections.quiet(before, self.collections.log_ids(), token):
             return None
         ids = [row["id"] for row in plan.written.entities]
         known = [row["id"] for row in plan.written.links]
@@ -217,13 +223,13 @@ class Writer:
         for batch in chunked(rows, self.batch_size):
             self.collections.upsert(kind, batch)
 
-    def _logged(self, write: Callable[[], None], written: Written, passages: int, done: Optional[List[int]] = None) -> None:
+    def _logged(self, write: Callable[[str], None], written: Written, passages: int, done: Optional[List[int]] = None) -> None:
         """Run `write` between a `begin` and an `end` log row; then the graph backend takes what it wrote
         and the log keeps the `end` row alone. If Milvus refuses a row midway, what was written stays (it is
         true) and the error says how far it got."""
         token = self.collections.begin()
         try:
-            write()
+            write(token)
             end = self.collections.end(token)
         except Exception as exc:
             self.failed()
@@ -237,7 +243,7 @@ class Writer:
                 "passage names a relation that is not stored). Fix the cause and run the call again to complete it."
             ) from exc
         seen = self.graph.apply(written, (f"{token}.begin", end))
-        self.collections.prune(end, seen)
+        self.collections.prune(end, self.collections.log_ids() if seen is None else seen)
 
     def _embed(self, texts: List[str], what: str) -> np.ndarray:
         return embed(self.embed_model, texts, self.dim, self.batch_size, what)

@@ -63,6 +63,8 @@ _FIELDS: Dict[str, List[Tuple[Any, ...]]] = {
 }
 #: The fields a server indexes for the Milvus adjacency mode's filters (Lite's filters scan anyway).
 _INDEXED = {STATEMENTS: ("passage_id", "relation_id", "subject_id", "object_id"), LINKS: ("a", "b")}
+#: Finished writes' log rows a writer leaves before it deletes them (one delete per so many rows).
+LOG_SLACK = 32
 #: A vector for the collections that hold none (Milvus needs one vector field).
 CONSTANT = [0.0, 0.0]
 
@@ -242,6 +244,15 @@ class Collections:
         """A digest of the log's ids: changed by every write of any store on these collections."""
         return hashlib.blake2b("\n".join(sorted(self.log_ids())).encode(), digest_size=16).hexdigest()
 
+    @staticmethod
+    def quiet(before: FrozenSet[str], now: FrozenSet[str], token: str) -> bool:
+        """Whether no other write ran between two reads of the log, `before` and `now`, around the write
+        `token`: none was under way before (a `begin` without its `end`) and none added a row since. A
+        write that did leaves a row `now` that `before` lacks, its own or that of the write that deleted
+        it (`prune` keeps its own `end`, and deletes no write under way)."""
+        unfinished = any(i.endswith(".begin") and i[:-6] + ".end" not in before for i in before)
+        return not unfinished and now - {f"{token}.begin"} <= before
+
     def begin(self) -> str:
         """Log that a write begins (before its first row); its token."""
         token = uuid.uuid4().hex
@@ -255,12 +266,16 @@ class Collections:
         return done
 
     def prune(self, keep: str, seen: Optional[Iterable[str]] = None) -> None:
-        """Delete the log rows but `keep`: those `seen` (a store whose caches read the log keeps what
-        it did not see), or all."""
+        """Delete log rows but `keep`: of those `seen`, the finished writes' (both rows, or a lone `end`)
+        once there are `LOG_SLACK` of them, never a write under way (its `begin` tells other writers that
+        it may be writing: `quiet`); with no `seen`, all (`compact`, run while nothing else writes)."""
         if seen is None:
             self.client.delete(self.names[LOG], filter=f"id != {milvus_literal(keep)}")
-        elif others := sorted(set(seen) - {keep}):
-            self.client.delete(self.names[LOG], filter=id_filter(others))
+            return
+        seen = set(seen)
+        done = sorted(i for i in seen - {keep} if i.endswith(".end") or i[:-6] + ".end" in seen)
+        if len(done) >= LOG_SLACK:
+            self.client.delete(self.names[LOG], filter=id_filter(done))
 
     # reading ----------------------------------------------------------------------------------
     def query(self, kind: str, filter: str, fields: Sequence[str], limit: Optional[int] = None,
