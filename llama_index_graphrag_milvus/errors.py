@@ -21,9 +21,9 @@ def unexpected_keywords(owner: str, given: Iterable[str], known: Iterable[str], 
         if key in elsewhere:
             said.append(f"{key!r} goes to {elsewhere[key]}")
         elif match and match[0] in elsewhere:
-            said.append(f"{key!r}: did you mean {match[0]!r}, of {elsewhere[match[0]]}?")
+            said.append(f"{key!r}: did you mean {match[0]!r}, of {elsewhere[match[0]]}")
         elif match:
-            said.append(f"{key!r}: did you mean {match[0]!r}?")
+            said.append(f"{key!r}: did you mean {match[0]!r}")
         else:
             said.append(f"{key!r}")
     return TypeError(f"{owner} got unexpected keyword argument(s): {'; '.join(said)}. It takes: {', '.join(known)}.")

@@ -50,7 +50,7 @@ class GraphRAGRetriever(BaseRetriever):
 
     1. Seeds: the entities nearest to each name in the question (LLM NER with `llm`, else the known names
        it holds); the relations and the passages nearest to the whole question.
-    2. Expansion of the seeds over the graph (`store.expand`), never through hub entities, each step cut
+    2. Expansion of the seeds over the graph (`store.backend.expand`), never through hub entities, each step cut
        to the relations most similar to the question.
     3. A ranker orders the passages (by default `ranking.FusedRanker`); with `llm`, the relations the LLM
        picks among the best candidates lift their passages within that ranking.

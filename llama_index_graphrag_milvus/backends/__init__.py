@@ -2,8 +2,8 @@
 (`choice`).
 
 - `memory.MemoryGraph` (`adjacency="memory"`, the default): the sparse adjacency is a cache in this
-  process, built on open (from a snapshot file when it is current, else from Milvus' rows) and kept
-  current on every write.
+  process, built when first used (from a snapshot file when it is current, else from Milvus' rows)
+  and kept current on this store's writes.
 - `milvus.MilvusGraph` (`adjacency="milvus"`): no adjacency in memory; writes, deletes and retrieval
   load the neighbourhood they touch from Milvus.
 

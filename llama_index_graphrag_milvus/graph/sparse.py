@@ -70,7 +70,7 @@ class Graph:
     passage_relation: P×R, its transpose.
     entity_entity: E×E, symmetric, 1 where two entities are synonyms (near-identical embeddings).
     counts: each entity's passage count when the snapshot holds only part of the graph (a neighbourhood
-        loaded from Milvus, where the whole store's counts are read from the adjacency index); None: counted
+        loaded from Milvus, where the whole store's counts are read from the statements); None: counted
         here.
     """
 

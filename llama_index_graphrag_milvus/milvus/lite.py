@@ -71,7 +71,7 @@ def held_by_another_process(path: str) -> bool:
 
 # One store per Milvus Lite collections in a process: two would each keep their own adjacency, and the
 # one that did not write would serve (and save) a stale one. (On a server other processes may write
-# anyway: there the generation token keeps a snapshot from being trusted after another writer.)
+# anyway: there the log keeps a snapshot from being trusted after another writer.)
 _open: set = set()
 
 

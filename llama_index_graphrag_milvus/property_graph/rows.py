@@ -313,11 +313,11 @@ class Rows:
         return [row["id"] for row in self._query(self.store.passages_collection, 'id != ""', ["id"], QUERY_LIMIT)]
 
     def passages_stating(self, relation_ids: Sequence[int]) -> Dict[int, List[str]]:
-        """For each relation id, the passages that state it (the graph store's adjacency index)."""
+        """For each relation id, the passages that state it (the graph store's statements)."""
         return {r: sorted(pids) for r, pids in self.store.passages_stating([int(r) for r in relation_ids]).items() if pids}
 
     def relations_touching(self, entity_ids: Sequence[int]) -> List[Dict[str, Any]]:
-        """The relation rows whose subject or object is one of the entities (found in the adjacency index)."""
+        """The relation rows whose subject or object is one of the entities (found by the graph backend)."""
         found = self.store.relations_of(list(dict.fromkeys(int(e) for e in entity_ids)))
         return self.relations(sorted({r for rels in found.values() for r in rels}))
 
