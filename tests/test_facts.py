@@ -5,7 +5,7 @@ constructors refuse the keywords they do not know."""
 
 import pytest
 
-from llama_index_graphrag_milvus import GraphRAGTransform, MilvusGraphStore
+from llama_index_graphrag_milvus import GraphRAGTransform, GraphStoreError, MilvusGraphStore
 from llama_index_graphrag_milvus.bench.demo import load_sample
 from llama_index_graphrag_milvus.ingest.rows import statement_rows
 from llama_index_graphrag_milvus.milvus.collections import ENTITIES, LINKS, PASSAGES, RELATIONS, STATEMENTS
@@ -127,3 +127,14 @@ def test_unknown_keywords_are_refused_naming_the_right_one(make_store, tmp_path,
     with pytest.raises(TypeError, match="'text_link': did you mean 'text_links'"):
         GraphRAGTransform(store=store, text_link=False)
     assert store.client.list_collections()  # the refused store wrote nothing, the open one still works
+
+
+def test_a_store_of_the_old_layout_is_refused_with_the_fix_and_overwrite_drops_it(make_store, tmp_path):
+    uri = str(tmp_path / "old.db")
+    store = make_store(uri=uri)
+    store.client.create_collection("graphrag_adjacency", dimension=2)  # what version 0.1.0 left beside the rest
+    store.close()
+    with pytest.raises(GraphStoreError, match=r"graphrag_adjacency.*version 0\.1\.0.*overwrite=True"):
+        make_store(uri=uri)
+    store = make_store(uri=uri, overwrite=True)
+    assert "graphrag_adjacency" not in store.client.list_collections()

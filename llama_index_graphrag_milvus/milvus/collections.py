@@ -74,6 +74,11 @@ def collection_names(prefix: str) -> Dict[str, str]:
     return {kind: f"{prefix}_{kind}" for kind in ALL}
 
 
+def legacy_names(prefix: str) -> List[str]:
+    """The collections only a store of version 0.1.0 has: a store with them is refused, or dropped whole."""
+    return [f"{prefix}_adjacency", f"{prefix}_state"]
+
+
 def is_local_path(uri: str) -> bool:
     """Whether `uri` names a Milvus Lite database (a path) rather than a server."""
     return "://" not in uri
@@ -189,7 +194,7 @@ class Collections:
     def _open_vector_store(self, overwrite: bool) -> PassageVectorStore:
         if overwrite:
             client = MilvusClient(uri=self.uri, token=self._token, **self._client_kwargs)
-            for name in self.names.values():
+            for name in [*self.names.values(), *legacy_names(self.prefix)]:
                 client.drop_collection(name)
             client.close()
 
@@ -215,6 +220,12 @@ class Collections:
 
     def _create(self) -> None:
         existing = set(self.client.list_collections())
+        if old := sorted(existing & set(legacy_names(self.prefix))):
+            raise GraphStoreError(
+                f"Collections {old} at {self.uri!r} hold a store written by version 0.1.0, whose layout this "
+                "version does not read. Ingest again: with overwrite=True (it drops them), or into another "
+                "collection_prefix."
+            )
         for kind in (ENTITIES, RELATIONS, STATEMENTS, LINKS, LOG):
             name = self.names[kind]
             if name not in existing:
