@@ -226,6 +226,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace, target: Target, results: Dict[str, Any], out: Path) -> None:
     command = f"python -m benchmarks.scale --sizes {args.sizes}" + (" --server" if args.server else "")
+    command += f" --modes {','.join(args.modes)}" if args.modes != ["memory", "milvus"] else ""
     for size in [int(float(s)) for s in args.sizes.split(",") if s.strip()]:
         started = time.perf_counter()
         entry = run_size(size, target, args)
