@@ -31,7 +31,7 @@ from llama_index_graphrag_milvus.milvus.collections import (
     ENTITIES, LINKS, PASSAGES, RELATIONS, STATEMENTS, Collections,
 )
 from llama_index_graphrag_milvus.milvus.filters import id_filter
-from llama_index_graphrag_milvus.milvus.search import VectorSearch
+from llama_index_graphrag_milvus.milvus.search import MilvusSearch, VectorSearch
 from llama_index_graphrag_milvus.schema import Triplet, chunked, passage_id, statement_id
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Writer:
         }
         if todo:
             before = self._log_if_shared()  # before the plan's link search: see `_others_links`
-            self._write(self._plan(todo, stored, held, rows), before)
+            self._write(self._plan(todo, stored, held, rows, shared=before is not None), before)
         return pids
 
     def delete_passages(self, pids: Sequence[str]) -> None:
@@ -133,7 +133,7 @@ class Writer:
 
     def _plan(
         self, todo: Dict[str, Tuple[BaseNode, List[Triplet]]], stored: Dict[str, Set[int]],
-        held: Dict[str, Dict[str, Any]], rows: Dict[str, Dict[str, Any]],
+        held: Dict[str, Dict[str, Any]], rows: Dict[str, Dict[str, Any]], shared: bool = False,
     ) -> _Plan:
         """Build, embed and check every row of the write (`held`: the stored rows of the passages written
         again; `rows`: the passages' rows, checked, without embeddings); nothing is written."""
@@ -160,7 +160,8 @@ class Writer:
         plan.new_vectors = self._embed(list(new_entities.values()), "entity names")
         plan.written.entities = [{"id": e, "name": name, "embedding": vector.tolist()}
                                  for (e, name), vector in zip(new_entities.items(), plan.new_vectors)]
-        plan.written.links = new_links(self.search, self.synonym_threshold, list(new_entities), plan.new_vectors)
+        plan.written.links = new_links(self.search, self.synonym_threshold, list(new_entities), plan.new_vectors,
+                                       "Strong" if shared else None)  # shared: sees every write before `before`
         plan.written.relations = [
             {"id": t.id, "subject_id": t.subject_id, "object_id": t.object_id, "subject": t.subject,
              "predicate": t.predicate, "object": t.object, "embedding": vector.tolist()}
@@ -203,26 +204,29 @@ class Writer:
     def _log_if_shared(self) -> Optional[FrozenSet[str]]:
         """Where other processes may write at once (a server) and links are made: the log as this store's
         last write ended (any read before the plan's link search will do), or read Strong now."""
-        if self.collections.is_lite or self.synonym_threshold is None:
-            return None
+        if self.collections.is_lite or self.synonym_threshold is None or not isinstance(self.search, MilvusSearch):
+            return None  # (a store searching its own copy of the vectors sees no other writer's entities)
         return self._log if self._log is not None else self.collections.log_ids()
 
     def _others_links(self, plan: _Plan, before: Optional[FrozenSet[str]], token: str) -> Optional["Future[List[Dict[str, Any]]]"]:
         """On a server, where other processes may write at once: the links of this write's new entities to
         entities written meanwhile, found by a Strong search once ours are stored (so that of two writes
         adding near names at once, the later search sees the other's), in a thread while the passages are
-        written; unless the log read `before` the plan's search and now says no other write ran meanwhile
-        (`Collections.quiet`). On Milvus Lite one process writes: the planned links are all of them."""
-        if before is None or not plan.written.entities or self.collections.quiet(before, self.collections.log_ids(), token):
+        written; unless the log, read `before` the plan's (Strong) search and now, says no other write ran
+        meanwhile (`Collections.quiet`). On Milvus Lite one process writes: the planned links are all."""
+        if before is None or not plan.written.entities:
             return None
         ids = [row["id"] for row in plan.written.entities]
         known = [row["id"] for row in plan.written.links]
         executor = ThreadPoolExecutor(max_workers=1)
-        future = executor.submit(self._linked, ids, plan.new_vectors, known)
+        future = executor.submit(self._linked, before, token, ids, plan.new_vectors, known)
         executor.shutdown(wait=False)
         return future
 
-    def _linked(self, ids: List[int], vectors: np.ndarray, known: List[int]) -> List[Dict[str, Any]]:
+    def _linked(self, before: FrozenSet[str], token: str, ids: List[int], vectors: np.ndarray,
+                known: List[int]) -> List[Dict[str, Any]]:
+        if self.collections.quiet(before, self.collections.log_ids(), token):
+            return []
         rows = new_links(self.search, self.synonym_threshold, ids, vectors, "Strong", known)
         self._upsert(LINKS, rows)
         return rows
