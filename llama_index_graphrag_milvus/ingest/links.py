@@ -17,9 +17,10 @@ from llama_index_graphrag_milvus.milvus.collections import CONSTANT
 from llama_index_graphrag_milvus.milvus.vectors import unit_rows
 from llama_index_graphrag_milvus.schema import link_id
 
-#: The most links a write keeps for a new entity, its best (on the dev sets no entity has more than 16
-#: neighbours at 0.9; a bound on the rows a crowded region of the embedding space writes).
-LINK_SEARCH = 64
+#: The most links a write keeps for a new entity, its best: on the dev sets no entity has more than 16
+#: neighbours at 0.9, and each keeps 8 as synonyms. A bound on the rows a crowded region of the embedding
+#: space writes, and on the hits a server returns a search (its cost grows with them).
+LINK_SEARCH = 16
 
 
 def new_links(search: Any, threshold: Optional[float], ids: List[int], vectors: np.ndarray,
