@@ -230,8 +230,7 @@ class GraphRAGIndex(BaseIndex[IndexLPG]):
         await self.transform.acall(list(nodes))
 
     def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:
-        """Delete a document: its passages and their statements. What only it stated is never returned again
-        and stays stored until `store.compact()`."""
+        """Delete a document's passages; what only they stated is not read again, and `compact()` deletes it."""
         self.store.delete(ref_doc_id)
 
     async def adelete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> None:

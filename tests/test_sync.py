@@ -190,9 +190,9 @@ def test_another_stores_write_while_this_one_plans_or_writes_is_caught_up_after(
 
 
 def test_a_write_is_quiet_only_if_the_log_shows_no_other_write_between_its_two_reads():
-    from llama_index_graphrag_milvus.milvus.collections import Collections
+    from llama_index_graphrag_milvus.ingest.writes import quiet
 
-    quiet, before = Collections.quiet, frozenset({"a.begin", "a.end", "b.end"})
+    before = frozenset({"a.begin", "a.end", "b.end"})
     assert quiet(before, before | {"t.begin"}, "t")
     assert not quiet(before, before | {"t.begin", "c.begin"}, "t")  # another began meanwhile
     assert not quiet(before, frozenset({"t.begin", "c.end"}), "t")  # began, wrote and pruned the log: its end

@@ -51,6 +51,15 @@ class _Plan:
     new_vectors: Optional[np.ndarray] = None  # the new entities' embeddings, in `written.entities`' order
 
 
+def quiet(before: FrozenSet[str], now: FrozenSet[str], token: str) -> bool:
+    """Whether no other write ran between two reads of the log, `before` and `now`, around the write
+    `token`: none was under way before (a `begin` without its `end`) and none added a row since. A write
+    that did leaves a row `now` that `before` lacks, its own or that of the write that deleted it
+    (`Collections.prune` keeps its own `end`, and deletes no write under way)."""
+    unfinished = any(i.endswith(".begin") and i[:-6] + ".end" not in before for i in before)
+    return not unfinished and now - {f"{token}.begin"} <= before
+
+
 def passages_of(collections: Collections, ref_doc_ids: Sequence[str]) -> Dict[str, List[str]]:
     """The ids of the documents' stored passages, by document id (one query per 100 documents)."""
     found: Dict[str, List[str]] = {}
@@ -213,7 +222,7 @@ class Writer:
         entities written meanwhile, found by a Strong search once ours are stored (so that of two writes
         adding near names at once, the later search sees the other's), in a thread while the passages are
         written; unless the log, read `before` the plan's (Strong) search and now, says no other write ran
-        meanwhile (`Collections.quiet`). On Milvus Lite one process writes: the planned links are all."""
+        meanwhile (`quiet`). On Milvus Lite one process writes: the planned links are all."""
         if before is None or not plan.written.entities:
             return None
         ids = [row["id"] for row in plan.written.entities]
@@ -225,7 +234,7 @@ class Writer:
 
     def _linked(self, before: FrozenSet[str], token: str, ids: List[int], vectors: np.ndarray,
                 known: List[int]) -> List[Dict[str, Any]]:
-        if self.collections.quiet(before, self.collections.log_ids(), token):
+        if quiet(before, self.collections.log_ids(), token):
             return []
         rows = new_links(self.search, self.synonym_threshold, ids, vectors, "Strong", known)
         self._upsert(LINKS, rows)

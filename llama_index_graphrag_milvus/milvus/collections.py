@@ -137,19 +137,9 @@ def _made_by_another(client: MilvusClient, name: str, make: Callable[[], Any]) -
 
 
 class Collections:
-    """The collections of one store (`{prefix}_{kind}`).
-
-    Args:
-        uri: Where Milvus is: a Lite path, or a server URI.
-        token: How to log in to a server.
-        prefix: The collections' name prefix.
-        dim: The embedding dimension of entities, relations and passages.
-        index_config: Their vector index (Milvus `add_index` arguments).
-        consistency_level: Of reads and new collections.
-        overwrite: Drop the store's collections first.
-        owner: The graph store that `vector_store`'s writes and deletes go through.
-        client_kwargs: Passed to the Milvus client.
-    """
+    """The collections of one store (`{prefix}_{kind}`) at `uri` (a Lite path or a server URI), their
+    vectors of `dim` under `index_config` (Milvus `add_index` arguments), read at `consistency_level`;
+    `overwrite` drops them first; `owner` is the graph store that `vector_store`'s writes go through."""
 
     def __init__(
         self, uri: str, token: str, prefix: str, dim: int, *, index_config: Dict[str, Any], consistency_level: str,
@@ -255,15 +245,6 @@ class Collections:
         """A digest of the log's ids: changed by every write of any store on these collections."""
         return hashlib.blake2b("\n".join(sorted(self.log_ids())).encode(), digest_size=16).hexdigest()
 
-    @staticmethod
-    def quiet(before: FrozenSet[str], now: FrozenSet[str], token: str) -> bool:
-        """Whether no other write ran between two reads of the log, `before` and `now`, around the write
-        `token`: none was under way before (a `begin` without its `end`) and none added a row since. A
-        write that did leaves a row `now` that `before` lacks, its own or that of the write that deleted
-        it (`prune` keeps its own `end`, and deletes no write under way)."""
-        unfinished = any(i.endswith(".begin") and i[:-6] + ".end" not in before for i in before)
-        return not unfinished and now - {f"{token}.begin"} <= before
-
     def begin(self) -> str:
         """Log that a write begins (before its first row); its token."""
         token = uuid.uuid4().hex
@@ -279,7 +260,7 @@ class Collections:
     def prune(self, keep: str, seen: Optional[Iterable[str]] = None) -> None:
         """Delete log rows but `keep`: of those `seen`, the finished writes' (both rows, or a lone `end`)
         once there are `LOG_SLACK` of them, never a write under way (its `begin` tells other writers that
-        it may be writing: `quiet`); with no `seen`, all (`compact`, run while nothing else writes)."""
+        it may be writing: `ingest.writes.quiet`); with no `seen`, all (`compact`, run while nothing else writes)."""
         if seen is None:
             self.client.delete(self.names[LOG], filter=f"id != {milvus_literal(keep)}")
             return
