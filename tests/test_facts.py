@@ -138,3 +138,29 @@ def test_a_store_of_the_old_layout_is_refused_with_the_fix_and_overwrite_drops_i
         make_store(uri=uri)
     store = make_store(uri=uri, overwrite=True)
     assert "graphrag_adjacency" not in store.client.list_collections()
+
+
+def test_a_new_entity_keeps_its_best_link_search_links_and_no_more():
+    import numpy as np
+
+    from llama_index_graphrag_milvus.ingest.links import LINK_SEARCH, new_links
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal(16)
+    base /= np.linalg.norm(base)
+    near = {}
+    for i in range(LINK_SEARCH + 8):  # stored entities ever farther from the new one, all past the threshold
+        v = base + 0.01 * (i + 1) * rng.standard_normal(16)
+        near[1000 + i] = v / np.linalg.norm(v)
+
+    class Search:
+        def similar_entities(self, vectors, threshold, top_k):
+            scored = sorted(((float(v @ vectors[0]), e) for e, v in near.items()), reverse=True)
+            return [{e: s for s, e in scored[:top_k] if s >= threshold}]
+
+        def entity_vectors(self, ids):
+            return {e: near[e].tolist() for e in ids}
+
+    rows = new_links(Search(), 0.5, [1], base[None, :])
+    best = sorted(near, key=lambda e: -float(near[e] @ base))[:LINK_SEARCH]
+    assert len(rows) == LINK_SEARCH and {r["a"] if r["b"] == 1 else r["b"] for r in rows} == set(best)

@@ -11,7 +11,6 @@ passages collection is a standard LlamaIndex Milvus collection, opened through `
 from __future__ import annotations
 
 import hashlib
-
 import logging
 import time
 import uuid
